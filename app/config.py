@@ -1,0 +1,74 @@
+"""Server configuration, read from ``SUNDIAL_*`` environment variables (and a ``.env`` file).
+
+No other module reads the environment: everything else receives a :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything an operator can configure. Each field is ``SUNDIAL_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="SUNDIAL_", env_file=".env", extra="ignore")
+
+    database_url: str | None = None
+    """SQLAlchemy URL of the database (``postgresql+psycopg://user:pass@host:5432/db``).
+    Unset: the embedded default, a private PostgreSQL cluster in ``data_dir``."""
+
+    data_dir: Path = Path(".sundial")
+    """Where the embedded default keeps its PostgreSQL cluster and generated admin token."""
+
+    pg_bindir: Path | None = None
+    """Directory of the PostgreSQL server binaries for the embedded default (found if unset)."""
+
+    host: str = "127.0.0.1"
+    """Address the HTTP server binds."""
+
+    port: int = Field(default=8080, ge=1, le=65535)
+    """Port the HTTP server binds."""
+
+    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=64)
+    """Number of server worker processes (uvicorn workers)."""
+
+    admin_token: SecretStr | None = None
+    """The admin token. Unset with the embedded default: generated once and kept in data_dir."""
+
+    max_payload_bytes: int = Field(default=256 * 1024, ge=1024)
+    """Largest payload of one message, in bytes of JSON."""
+
+    max_body_bytes: int = Field(default=1024 * 1024, ge=4096)
+    """Largest HTTP request body, in bytes."""
+
+    pool_size: int = Field(default=10, ge=1, le=200)
+    """Database connections per worker process."""
+
+    scheduler_enabled: bool = True
+    """Run the background scheduler in this process (one process is active at a time)."""
+
+    scheduler_tick_seconds: float = Field(default=0.1, gt=0, le=10)
+    """How often the active scheduler promotes due messages and releases expired leases."""
+
+    scheduler_cleanup_seconds: float = Field(default=10.0, gt=0)
+    """How often the active scheduler moves finished messages past retention into history."""
+
+    leader_poll_seconds: float = Field(default=1.0, gt=0, le=10)
+    """How often a standby process tries to become the active scheduler."""
+
+    history_partition_days_ahead: int = Field(default=3, ge=1, le=60)
+    """How many daily history partitions the scheduler keeps created ahead of time."""
+
+    log_level: str = "INFO"
+    """Logging level of the server."""
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return Settings()

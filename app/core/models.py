@@ -1,0 +1,219 @@
+"""The queue's domain objects. Plain frozen dataclasses: no HTTP, no SQL.
+
+Payloads travel through the core as JSON text (``bytes``), never parsed: the HTTP edge hands
+over the raw JSON it received and gets raw JSON back, and PostgreSQL validates it as ``jsonb``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from app.core.states import State
+
+QueueKind = Literal["simple", "exclusive"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """A queue's configuration (PRODUCT.md §3). Durations are whole seconds."""
+
+    kind: QueueKind = "simple"
+    exclusive_key: str | None = None
+    lease_seconds: int = 30
+    delay_seconds: int = 0
+    max_attempts: int = 3
+    retry_delay_seconds: int = 0
+    retry_delay_max_seconds: int = 3600
+    retention_seconds: int = 604800
+    enqueue_paused: bool = False
+    dequeue_paused: bool = False
+
+
+# Fields that PATCH may change; kind and exclusive_key are fixed at creation.
+MUTABLE_QUEUE_FIELDS = frozenset(
+    {
+        "lease_seconds",
+        "delay_seconds",
+        "max_attempts",
+        "retry_delay_seconds",
+        "retry_delay_max_seconds",
+        "retention_seconds",
+        "enqueue_paused",
+        "dequeue_paused",
+    }
+)
+IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key"})
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue as stored."""
+
+    id: int
+    namespace: str
+    name: str
+    config: QueueConfig
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """How many messages a queue holds per state, and how long the oldest pending one waits."""
+
+    counts: dict[State, int]
+    oldest_pending_age_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message as a producer submits it; ``None`` means "use the queue's default"."""
+
+    id: str | None = None
+    priority: int | None = None
+    payload: bytes | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    delay_seconds: int | None = None
+    visible_at: datetime | None = None
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    ttl_seconds: int | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOutcome:
+    """What enqueue did with one message: created it, or found it already there."""
+
+    id: str
+    state: State
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedMessage:
+    """A message handed to a consumer by dequeue, with the lease that fences it."""
+
+    id: str
+    lease_id: str
+    lease_expires_at: datetime
+    attempt: int
+    priority: int
+    payload: bytes
+    metadata: dict[str, str]
+    enqueued_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """Everything known about one live message (PRODUCT.md §1)."""
+
+    id: str
+    state: State
+    priority: int
+    payload: bytes
+    metadata: dict[str, str]
+    exclusive_value: str | None
+    attempts: int
+    max_attempts: int
+    lease_seconds: int
+    lease_id: str | None
+    lease_expires_at: datetime | None
+    visible_at: datetime
+    expires_at: datetime | None
+    enqueued_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChanges:
+    """A PATCH of a waiting message; ``None`` leaves a field as it is."""
+
+    priority: int | None = None
+    payload: bytes | None = None
+    metadata: dict[str, str] | None = None
+    visible_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFilter:
+    """Which messages a query lists, in which order, from which cursor."""
+
+    states: tuple[State, ...] = ()
+    metadata: dict[str, str] = field(default_factory=dict)
+    priority_gte: int | None = None
+    priority_lt: int | None = None
+    order: Literal["enqueued_at", "priority"] = "enqueued_at"
+    limit: int = 100
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePage:
+    """One page of a message query; ``next_cursor`` is ``None`` on the last page."""
+
+    messages: list[Message]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRef:
+    """A message id and the lease a consumer holds on it (batch acknowledgement item)."""
+
+    id: str
+    lease_id: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """The outcome of one item of a batch acknowledgement; ``error`` is an error code."""
+
+    id: str
+    ok: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A tenant: holds queues, reached with its tokens."""
+
+    name: str
+    description: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """A namespace token as listed (never with its secret)."""
+
+    id: str
+    namespace: str
+    label: str
+    created_at: datetime
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A freshly issued token: the only time its secret is shown."""
+
+    token: Token
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the admin, or a namespace's token."""
+
+    is_admin: bool
+    namespace: str | None = None
+    token_id: str | None = None
+
+    def may_access(self, namespace: str) -> bool:
+        """Whether this caller may act on ``namespace``'s data."""
+        return self.is_admin or self.namespace == namespace

@@ -1,0 +1,130 @@
+"""The seam between the queue's rules (:mod:`app.core.service`) and its storage.
+
+:class:`Store` is what the service needs; :class:`app.store.postgres.PostgresStore` provides it.
+Each transition method is one guarded statement that returns ``None`` when its guard matched
+nothing; the service then asks :meth:`Store.guard_state` why, and raises the matching error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from app.core.models import (
+    EnqueueOutcome,
+    LeasedMessage,
+    Message,
+    MessageChanges,
+    MessageFilter,
+    MessagePage,
+    Namespace,
+    Queue,
+    QueueConfig,
+    Token,
+)
+from app.core.states import State
+
+
+@dataclass(frozen=True, slots=True)
+class NewRow:
+    """A message ready to insert: id chosen, queue defaults resolved where they are fixed."""
+
+    id: str
+    priority: int | None
+    payload: bytes | None
+    metadata: dict[str, str]
+    exclusive_value: str | None
+    max_attempts: int | None
+    lease_seconds: int | None
+    delay_seconds: int
+    visible_at: datetime | None
+    ttl_seconds: int | None
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class GuardState:
+    """What a message looks like to a guard: its state, its lease, whether the lease is live."""
+
+    state: State
+    lease_id: str | None
+    lease_live: bool
+
+
+class Store(Protocol):
+    """Durable storage of namespaces, tokens, queues and messages."""
+
+    async def create_namespace(self, name: str, description: str) -> Namespace: ...
+    async def list_namespaces(self) -> list[Namespace]: ...
+    async def namespace_exists(self, name: str) -> bool: ...
+    async def delete_namespace(self, name: str) -> bool: ...
+    async def insert_token(
+        self,
+        namespace: str,
+        token_id: str,
+        label: str,
+        secret_hash: bytes,
+        expires_at: datetime | None,
+    ) -> Token: ...
+    async def list_tokens(self, namespace: str) -> list[Token]: ...
+    async def delete_token(self, namespace: str, token_id: str) -> bool: ...
+    async def find_token(self, secret_hash: bytes) -> Token | None: ...
+
+    async def get_queue(self, namespace: str, name: str) -> Queue | None: ...
+    async def insert_queue(
+        self, namespace: str, name: str, config: QueueConfig
+    ) -> Queue | None: ...
+    async def update_queue(self, queue_id: int, changes: Mapping[str, Any]) -> Queue: ...
+    async def delete_queue(self, namespace: str, name: str) -> bool: ...
+    async def list_queues(self, namespace: str) -> list[Queue]: ...
+    async def queue_counts(self, queue_ids: Sequence[int]) -> dict[int, dict[State, int]]: ...
+    async def oldest_pending_age(self, queue_id: int) -> float | None: ...
+    async def purge(self, queue_id: int, states: Sequence[State]) -> int: ...
+
+    async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]: ...
+    async def dequeue(
+        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> list[LeasedMessage]: ...
+    async def get_message(self, queue: Queue, message_id: str) -> Message | None: ...
+    async def guard_state(self, queue: Queue, message_id: str) -> GuardState | None: ...
+    async def complete(
+        self, queue: Queue, message_id: str, lease_id: str | None
+    ) -> Message | None: ...
+    async def fail(
+        self,
+        queue: Queue,
+        message_id: str,
+        lease_id: str | None,
+        error: str | None,
+        retry_delay_seconds: int | None,
+    ) -> Message | None: ...
+    async def extend(
+        self, queue: Queue, message_id: str, lease_id: str | None, lease_seconds: int
+    ) -> Message | None: ...
+    async def cancel(
+        self,
+        queue: Queue,
+        message_id: str,
+        lease_id: str | None,
+        force: bool,
+        reason: str | None,
+    ) -> Message | None: ...
+    async def requeue(
+        self, queue: Queue, message_id: str, delay_seconds: int
+    ) -> Message | None: ...
+    async def update_message(
+        self, queue: Queue, message_id: str, changes: MessageChanges
+    ) -> Message | None: ...
+    async def delete_message(self, queue: Queue, message_id: str) -> bool: ...
+    async def complete_many(
+        self, queue: Queue, items: Sequence[tuple[str, str | None]]
+    ) -> set[str]: ...
+    async def fail_many(
+        self, queue: Queue, items: Sequence[tuple[str, str | None, str | None]]
+    ) -> set[str]: ...
+    async def requeue_many(
+        self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
+    ) -> int: ...
+    async def query(self, queue: Queue, spec: MessageFilter) -> MessagePage: ...

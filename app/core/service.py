@@ -1,0 +1,534 @@
+"""The queue service: every operation of PRODUCT.md §2 and the API's admin plane.
+
+It validates input (:mod:`app.core.validation`), resolves queue defaults, calls the store's
+guarded statements, and turns "the guard matched nothing" into the precise error. It knows no
+HTTP and no SQL; authorization of a caller for a namespace is the edge's job
+(:meth:`Principal.may_access`), authentication is :meth:`QueueService.authenticate`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import uuid_utils
+
+from app.core import validation
+from app.core.errors import (
+    ConflictError,
+    InvalidStateError,
+    LeaseMismatchError,
+    NotFoundError,
+    QueuePausedError,
+    ValidationError,
+)
+from app.core.models import (
+    MUTABLE_QUEUE_FIELDS,
+    AckResult,
+    EnqueueOutcome,
+    IssuedToken,
+    LeasedMessage,
+    LeaseRef,
+    Message,
+    MessageChanges,
+    MessageFilter,
+    MessagePage,
+    Namespace,
+    NewMessage,
+    Principal,
+    Queue,
+    QueueConfig,
+    QueueStats,
+    Token,
+)
+from app.core.ports import NewRow, Store
+from app.core.states import LIVE_STATES, TERMINAL_STATES, State
+
+TOKEN_PREFIX = "sdl_"  # noqa: S105 - a public prefix, not a secret
+DEAD_LETTER_STATES = frozenset({State.ERRORED, State.CANCELED})
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDetail:
+    """A queue with its live statistics."""
+
+    queue: Queue
+    stats: QueueStats
+
+
+def hash_secret(secret: str) -> bytes:
+    """How token secrets are stored: SHA-256 (secrets carry 256 random bits)."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def _lease_uuid(lease_id: str | None) -> str | None:
+    """A lease id as the database compares it; anything that is not a UUID matches nothing."""
+    if lease_id is None:
+        return None
+    try:
+        return str(uuid.UUID(lease_id))
+    except ValueError:
+        return None
+
+
+class QueueService:
+    """The operations of Sundial, over a :class:`Store`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        limits: validation.Limits | None = None,
+        admin_token: str | None = None,
+    ) -> None:
+        self.store = store
+        self.limits = limits or validation.Limits()
+        self._admin_token = admin_token
+
+    # --- callers ------------------------------------------------------------------------------
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Who presents ``secret``: the admin, a namespace token, or nobody (``None``)."""
+        if self._admin_token and hmac.compare_digest(secret.encode(), self._admin_token.encode()):
+            return Principal(is_admin=True)
+        if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+            return None
+        token = await self.store.find_token(hash_secret(secret))
+        if token is None:
+            return None
+        return Principal(is_admin=False, namespace=token.namespace, token_id=token.id)
+
+    # --- namespaces and tokens ----------------------------------------------------------------
+
+    async def create_namespace(self, name: str, description: str = "") -> Namespace:
+        """Create a namespace (ConflictError when it exists)."""
+        validation.name("name", name)
+        validation.text("description", description)
+        return await self.store.create_namespace(name, description)
+
+    async def list_namespaces(self) -> list[Namespace]:
+        """Every namespace."""
+        return await self.store.list_namespaces()
+
+    async def delete_namespace(self, name: str) -> None:
+        """Delete a namespace with everything in it."""
+        if not await self.store.delete_namespace(name):
+            raise NotFoundError(f"namespace {name!r} does not exist", namespace=name)
+
+    async def issue_token(
+        self, namespace: str, label: str = "", expires_at: datetime | None = None
+    ) -> IssuedToken:
+        """Issue a namespace token; its secret is returned now and never again."""
+        validation.text("label", label, 200)
+        if expires_at is not None:
+            validation.aware("expires_at", expires_at)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = await self.store.insert_token(
+            namespace, str(uuid.uuid4()), label, hash_secret(secret), expires_at
+        )
+        return IssuedToken(token=token, secret=secret)
+
+    async def list_tokens(self, namespace: str) -> list[Token]:
+        """A namespace's tokens, without secrets."""
+        await self._require_namespace(namespace)
+        return await self.store.list_tokens(namespace)
+
+    async def revoke_token(self, namespace: str, token_id: str) -> None:
+        """Revoke a token; it stops working at once."""
+        if _lease_uuid(token_id) is None or not await self.store.delete_token(namespace, token_id):
+            raise NotFoundError(f"token {token_id!r} does not exist", token_id=token_id)
+
+    async def _require_namespace(self, namespace: str) -> None:
+        if not await self.store.namespace_exists(namespace):
+            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+
+    # --- queues -----------------------------------------------------------------------------
+
+    async def get_queue_or_404(self, namespace: str, name: str) -> Queue:
+        """The queue, or NotFoundError."""
+        queue = await self.store.get_queue(namespace, name)
+        if queue is None:
+            raise NotFoundError(f"queue {namespace}/{name} does not exist", queue=name)
+        return queue
+
+    async def put_queue(self, namespace: str, name: str, config: QueueConfig) -> tuple[Queue, bool]:
+        """Create a queue, or bring an existing one to ``config``; returns (queue, created).
+
+        ``kind`` and ``exclusive_key`` are fixed at creation: changing them is a ConflictError.
+        """
+        validation.name("queue", name)
+        validation.queue_config(config)
+        created = await self.store.insert_queue(namespace, name, config)
+        if created is not None:
+            return created, True
+        existing = await self.get_queue_or_404(namespace, name)
+        if (existing.config.kind, existing.config.exclusive_key) != (
+            config.kind,
+            config.exclusive_key,
+        ):
+            raise ConflictError(
+                f"queue {namespace}/{name} exists as {existing.config.kind}"
+                f" (exclusive_key={existing.config.exclusive_key!r});"
+                " kind and exclusive_key cannot change",
+                queue=name,
+            )
+        if existing.config == config:
+            return existing, False
+        changes = {
+            key: getattr(config, key)
+            for key in MUTABLE_QUEUE_FIELDS
+            if getattr(config, key) != getattr(existing.config, key)
+        }
+        return await self.store.update_queue(existing.id, changes), False
+
+    async def update_queue(self, namespace: str, name: str, changes: Mapping[str, Any]) -> Queue:
+        """Change some of a queue's mutable settings (pause switches included)."""
+        checked = validation.queue_patch(changes)
+        queue = await self.get_queue_or_404(namespace, name)
+        merged = replace(queue.config, **checked)
+        validation.queue_config(merged)
+        if not checked:
+            return queue
+        return await self.store.update_queue(queue.id, checked)
+
+    async def delete_queue(self, namespace: str, name: str) -> None:
+        """Delete a queue and its messages."""
+        if not await self.store.delete_queue(namespace, name):
+            raise NotFoundError(f"queue {namespace}/{name} does not exist", queue=name)
+
+    async def list_queues(self, namespace: str) -> list[tuple[Queue, dict[State, int]]]:
+        """A namespace's queues with their message counts per state."""
+        await self._require_namespace(namespace)
+        queues = await self.store.list_queues(namespace)
+        counts = await self.store.queue_counts([q.id for q in queues])
+        return [(q, counts[q.id]) for q in queues]
+
+    async def queue_detail(self, namespace: str, name: str) -> QueueDetail:
+        """A queue's configuration, counts per state and oldest pending age."""
+        queue = await self.get_queue_or_404(namespace, name)
+        counts = (await self.store.queue_counts([queue.id]))[queue.id]
+        age = await self.store.oldest_pending_age(queue.id)
+        return QueueDetail(queue, QueueStats(counts, age))
+
+    async def purge_queue(
+        self, namespace: str, name: str, states: Sequence[str] | None = None
+    ) -> int:
+        """Delete a queue's messages in ``states`` (all states by default); returns how many."""
+        chosen = validation.states("states", states) if states is not None else tuple(State)
+        queue = await self.get_queue_or_404(namespace, name)
+        return await self.store.purge(queue.id, chosen)
+
+    # --- producing ----------------------------------------------------------------------------
+
+    async def enqueue(
+        self, namespace: str, queue_name: str, messages: Sequence[NewMessage]
+    ) -> list[EnqueueOutcome]:
+        """Add a batch (all or nothing). Ids that exist already are reported, never duplicated."""
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        validation.enqueue_batch(messages, queue.config, self.limits)
+        if queue.config.enqueue_paused:
+            raise QueuePausedError(f"queue {namespace}/{queue_name} is paused for enqueue")
+        rows: list[NewRow] = []
+        first_index: dict[str, int] = {}
+        order: list[int] = []
+        for message in messages:
+            row = self._new_row(message, queue.config)
+            index = first_index.setdefault(row.id, len(rows))
+            if index == len(rows):
+                rows.append(row)
+            order.append(index)
+        outcomes = await self.store.enqueue(queue, rows)
+        seen: set[int] = set()
+        results = []
+        for index in order:
+            outcome = outcomes[index]
+            if index in seen:
+                outcome = replace(outcome, created=False)
+            seen.add(index)
+            results.append(outcome)
+        return results
+
+    @staticmethod
+    def _new_row(message: NewMessage, config: QueueConfig) -> NewRow:
+        exclusive_value = None
+        if config.exclusive_key is not None:
+            exclusive_value = message.metadata[config.exclusive_key]
+        delay = message.delay_seconds
+        if delay is None:
+            delay = config.delay_seconds
+        return NewRow(
+            id=message.id if message.id is not None else str(uuid_utils.uuid7()),
+            priority=message.priority,
+            payload=message.payload,
+            metadata=message.metadata,
+            exclusive_value=exclusive_value,
+            max_attempts=message.max_attempts,
+            lease_seconds=message.lease_seconds,
+            delay_seconds=delay,
+            visible_at=message.visible_at,
+            ttl_seconds=message.ttl_seconds,
+            expires_at=message.expires_at,
+        )
+
+    # --- consuming ----------------------------------------------------------------------------
+
+    async def dequeue(
+        self,
+        namespace: str,
+        queue_name: str,
+        *,
+        count: int = 1,
+        lease_seconds: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[LeasedMessage]:
+        """Lease up to ``count`` visible messages; none while the queue is dequeue-paused."""
+        validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
+        if lease_seconds is not None:
+            validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
+        wanted = validation.metadata("metadata", metadata or {})
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        return await self.dequeue_from(queue, count, lease_seconds, wanted)
+
+    async def dequeue_from(
+        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> list[LeasedMessage]:
+        """Dequeue from a resolved, validated queue (the long-poll loop calls this again)."""
+        if queue.config.dequeue_paused:
+            return []
+        return await self.store.dequeue(queue, count, lease_seconds, metadata)
+
+    async def complete(
+        self, namespace: str, queue_name: str, message_id: str, lease_id: str
+    ) -> Message:
+        """Complete a message with its current lease.
+
+        Completing again with the lease that completed it returns the message unchanged, so a
+        consumer can safely retry a complete whose answer it lost.
+        """
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        lease = _lease_uuid(lease_id)
+        message = await self.store.complete(queue, message_id, lease)
+        if message is not None:
+            return message
+        guard = await self.store.guard_state(queue, message_id)
+        if guard is not None and guard.state is State.COMPLETED and guard.lease_id == lease:
+            again = await self.store.get_message(queue, message_id)
+            if again is not None:
+                return again
+        raise self._lease_refusal(queue, message_id, guard is not None)
+
+    async def fail(
+        self,
+        namespace: str,
+        queue_name: str,
+        message_id: str,
+        lease_id: str,
+        *,
+        error: str | None = None,
+        retry_delay_seconds: int | None = None,
+    ) -> Message:
+        """Fail an attempt: retried (after the retry delay) while attempts remain, else errored."""
+        if error is not None:
+            validation.text("error", error)
+        if retry_delay_seconds is not None:
+            validation.integer(
+                "retry_delay_seconds", retry_delay_seconds, 0, validation.MAX_DELAY_SECONDS
+            )
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        message = await self.store.fail(
+            queue, message_id, _lease_uuid(lease_id), error, retry_delay_seconds
+        )
+        if message is not None:
+            return message
+        exists = await self.store.guard_state(queue, message_id) is not None
+        raise self._lease_refusal(queue, message_id, exists)
+
+    async def extend(
+        self, namespace: str, queue_name: str, message_id: str, lease_id: str, lease_seconds: int
+    ) -> Message:
+        """Heartbeat: the lease now expires ``lease_seconds`` from now."""
+        validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        message = await self.store.extend(queue, message_id, _lease_uuid(lease_id), lease_seconds)
+        if message is not None:
+            return message
+        exists = await self.store.guard_state(queue, message_id) is not None
+        raise self._lease_refusal(queue, message_id, exists)
+
+    async def ack(
+        self,
+        namespace: str,
+        queue_name: str,
+        complete: Sequence[LeaseRef],
+        fail: Sequence[LeaseRef],
+    ) -> list[AckResult]:
+        """Complete and fail many messages; each item succeeds or fails on its own."""
+        if len(complete) + len(fail) > validation.MAX_BATCH_ACK:
+            raise ValidationError("complete", f"at most {validation.MAX_BATCH_ACK} items in all")
+        for index, item in enumerate(fail):
+            if item.error is not None:
+                validation.text(f"fail[{index}].error", item.error)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        completed = await self.store.complete_many(
+            queue, [(i.id, _lease_uuid(i.lease_id)) for i in complete]
+        )
+        failed = await self.store.fail_many(
+            queue, [(i.id, _lease_uuid(i.lease_id), i.error) for i in fail]
+        )
+        refused = [i.id for i in complete if i.id not in completed]
+        refused += [i.id for i in fail if i.id not in failed]
+        known: set[str] = set()
+        for message_id in set(refused):
+            if await self.store.guard_state(queue, message_id) is not None:
+                known.add(message_id)
+
+        def result(item: LeaseRef, done: set[str]) -> AckResult:
+            if item.id in done:
+                return AckResult(item.id, ok=True)
+            code = LeaseMismatchError.code if item.id in known else NotFoundError.code
+            return AckResult(item.id, ok=False, error=code)
+
+        return [result(i, completed) for i in complete] + [result(i, failed) for i in fail]
+
+    # --- managing messages ----------------------------------------------------------------------
+
+    async def get_message(self, namespace: str, queue_name: str, message_id: str) -> Message:
+        """One message, in any state."""
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        message = await self.store.get_message(queue, message_id)
+        if message is None:
+            raise self._message_not_found(queue, message_id)
+        return message
+
+    async def update_message(
+        self, namespace: str, queue_name: str, message_id: str, changes: MessageChanges
+    ) -> Message:
+        """Change a message that is still waiting (invisible or pending)."""
+        validation.message_changes(changes, self.limits)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        key = queue.config.exclusive_key
+        if key is not None and changes.metadata is not None and not changes.metadata.get(key):
+            raise ValidationError(f"metadata.{key}", "is required in this exclusive queue")
+        message = await self.store.update_message(queue, message_id, changes)
+        if message is not None:
+            return message
+        guard = await self.store.guard_state(queue, message_id)
+        if guard is None:
+            raise self._message_not_found(queue, message_id)
+        raise InvalidStateError(
+            f"message {message_id!r} is {guard.state}; only invisible or pending messages"
+            " can be changed",
+            state=str(guard.state),
+        )
+
+    async def delete_message(self, namespace: str, queue_name: str, message_id: str) -> None:
+        """Remove a message in any state (a running lease becomes invalid)."""
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        if not await self.store.delete_message(queue, message_id):
+            raise self._message_not_found(queue, message_id)
+
+    async def cancel(
+        self,
+        namespace: str,
+        queue_name: str,
+        message_id: str,
+        *,
+        lease_id: str | None = None,
+        force: bool = False,
+        reason: str | None = None,
+    ) -> Message:
+        """Cancel a live message; a running one needs its current lease or ``force``."""
+        if reason is not None:
+            validation.text("reason", reason)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        message = await self.store.cancel(queue, message_id, _lease_uuid(lease_id), force, reason)
+        if message is not None:
+            return message
+        guard = await self.store.guard_state(queue, message_id)
+        if guard is None:
+            raise self._message_not_found(queue, message_id)
+        if guard.state in TERMINAL_STATES:
+            raise InvalidStateError(
+                f"message {message_id!r} is already {guard.state}", state=str(guard.state)
+            )
+        raise LeaseMismatchError(
+            f"message {message_id!r} is running: cancel it with its current lease_id or force",
+            message_id=message_id,
+        )
+
+    async def requeue(
+        self, namespace: str, queue_name: str, message_id: str, delay_seconds: int = 0
+    ) -> Message:
+        """Send a dead letter (errored or canceled) back to the queue with attempts reset."""
+        validation.integer("delay_seconds", delay_seconds, 0, validation.MAX_DELAY_SECONDS)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        message = await self.store.requeue(queue, message_id, delay_seconds)
+        if message is not None:
+            return message
+        guard = await self.store.guard_state(queue, message_id)
+        if guard is None:
+            raise self._message_not_found(queue, message_id)
+        raise InvalidStateError(
+            f"message {message_id!r} is {guard.state}; only errored or canceled messages"
+            " can be requeued",
+            state=str(guard.state),
+        )
+
+    async def requeue_dead_letters(
+        self,
+        namespace: str,
+        queue_name: str,
+        states: Sequence[str] = ("errored",),
+        ids: Sequence[str] | None = None,
+        limit: int = validation.MAX_QUERY_LIMIT,
+    ) -> int:
+        """Requeue many dead letters at once; returns how many."""
+        chosen = validation.states("states", states)
+        for index, state in enumerate(chosen):
+            if state not in DEAD_LETTER_STATES:
+                raise ValidationError(f"states[{index}]", "must be errored or canceled")
+        if ids is not None:
+            if len(ids) > validation.MAX_QUERY_LIMIT:
+                raise ValidationError("ids", f"at most {validation.MAX_QUERY_LIMIT} ids")
+            for index, message_id in enumerate(ids):
+                validation.message_id(f"ids[{index}]", message_id)
+        validation.integer("limit", limit, 1, 100_000)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        return await self.store.requeue_many(queue, chosen, ids, limit)
+
+    async def query_messages(
+        self, namespace: str, queue_name: str, spec: MessageFilter
+    ) -> MessagePage:
+        """List messages by state, metadata and priority range, a page at a time."""
+        validation.integer("limit", spec.limit, 1, validation.MAX_QUERY_LIMIT)
+        validation.metadata("metadata", spec.metadata)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        return await self.store.query(queue, spec)
+
+    # --- errors -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _message_not_found(queue: Queue, message_id: str) -> NotFoundError:
+        return NotFoundError(
+            f"message {message_id!r} does not exist in queue {queue.namespace}/{queue.name}",
+            message_id=message_id,
+        )
+
+    def _lease_refusal(
+        self, queue: Queue, message_id: str, exists: bool
+    ) -> NotFoundError | LeaseMismatchError:
+        if not exists:
+            return self._message_not_found(queue, message_id)
+        return LeaseMismatchError(
+            f"lease_id is not the current lease of message {message_id!r}, or it has expired",
+            message_id=message_id,
+        )
+
+
+__all__ = ["LIVE_STATES", "QueueDetail", "QueueService", "hash_secret"]

@@ -1,0 +1,165 @@
+"""The message state machine: the one place its rules live.
+
+::
+
+                 visible_at reached
+    invisible ─────────────────────────► pending ◄───────────────┐
+        ▲  │                              │  ▲                    │ fail / lease expiry
+        │  │ cancel / expires_at          │  │ fail / lease       │ (attempts remain,
+        │  ▼                      dequeue │  │ expiry, no delay   │  retry delay > 0
+        │ canceled ◄──────────────┐       ▼  │                    │  goes to invisible)
+        │                         └──── running ──► completed     │
+        │   requeue (dead letter)         │  ▲ extend             │
+        └─────────────────────────────────┼──┘                    │
+                                          ▼                       │
+                                       errored ───── requeue ─────┘
+
+Every state change in the store is a single guarded ``UPDATE … WHERE state = ANY(:from)``
+whose ``:from`` comes from :func:`allowed_from`, so the SQL guard and this table cannot drift.
+Where a transition has several possible targets (fail: retry or dead-letter), the statement
+chooses among :func:`targets` of the event with the rule documented on that event.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class State(StrEnum):
+    """A message's state. The last three are terminal."""
+
+    INVISIBLE = "invisible"
+    """Enqueued with a future ``visible_at`` (a delay, or a retry backoff); not dequeueable yet."""
+
+    PENDING = "pending"
+    """Visible and waiting for a consumer; dequeue serves these lowest priority first."""
+
+    RUNNING = "running"
+    """Leased to one consumer until ``lease_expires_at``; only the holder of ``lease_id`` acts."""
+
+    COMPLETED = "completed"
+    """Finished successfully (terminal)."""
+
+    CANCELED = "canceled"
+    """Canceled by a client, or expired (``last_error = 'expired'``) (terminal)."""
+
+    ERRORED = "errored"
+    """Failed on its last allowed attempt: a dead letter that may be requeued (terminal)."""
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether no further work happens to a message in this state."""
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({State.COMPLETED, State.CANCELED, State.ERRORED})
+LIVE_STATES = frozenset({State.INVISIBLE, State.PENDING, State.RUNNING})
+
+
+class Event(StrEnum):
+    """What can happen to a message."""
+
+    PROMOTE = "promote"
+    """``visible_at`` is reached (scheduler, or a dequeue that finds it due)."""
+    DEQUEUE = "dequeue"
+    """A consumer is granted a lease: ``attempts += 1`` and a new ``lease_id``."""
+    EXTEND = "extend"
+    """The lease holder pushes ``lease_expires_at`` forward (heartbeat)."""
+    COMPLETE = "complete"
+    """The lease holder reports success."""
+    FAIL = "fail"
+    """The lease holder reports failure: retried while attempts remain, else errored."""
+    LEASE_EXPIRE = "lease_expire"
+    """``lease_expires_at`` passed without complete/fail: treated like a fail (scheduler)."""
+    CANCEL = "cancel"
+    """A client cancels (a running message needs its ``lease_id`` or ``force``)."""
+    EXPIRE = "expire"
+    """``expires_at`` passed before the message finished (scheduler); ``last_error='expired'``."""
+    REQUEUE = "requeue"
+    """A dead letter is sent back for another round, attempts reset."""
+    UPDATE = "update"
+    """A client changes priority, payload, metadata or ``visible_at`` of a waiting message."""
+
+
+# (event, from-state) -> the states the message may move to. Every transition the server makes
+# is listed here; the store takes its WHERE guards from this table.
+TRANSITIONS: dict[Event, dict[State, frozenset[State]]] = {
+    Event.PROMOTE: {State.INVISIBLE: frozenset({State.PENDING})},
+    Event.DEQUEUE: {State.PENDING: frozenset({State.RUNNING})},
+    Event.EXTEND: {State.RUNNING: frozenset({State.RUNNING})},
+    Event.COMPLETE: {State.RUNNING: frozenset({State.COMPLETED})},
+    Event.FAIL: {State.RUNNING: frozenset({State.PENDING, State.INVISIBLE, State.ERRORED})},
+    Event.LEASE_EXPIRE: {State.RUNNING: frozenset({State.PENDING, State.INVISIBLE, State.ERRORED})},
+    Event.CANCEL: {
+        State.INVISIBLE: frozenset({State.CANCELED}),
+        State.PENDING: frozenset({State.CANCELED}),
+        State.RUNNING: frozenset({State.CANCELED}),
+    },
+    Event.EXPIRE: {
+        State.INVISIBLE: frozenset({State.CANCELED}),
+        State.PENDING: frozenset({State.CANCELED}),
+        State.RUNNING: frozenset({State.CANCELED}),
+    },
+    Event.REQUEUE: {
+        State.ERRORED: frozenset({State.PENDING, State.INVISIBLE}),
+        State.CANCELED: frozenset({State.PENDING, State.INVISIBLE}),
+    },
+    Event.UPDATE: {
+        State.INVISIBLE: frozenset({State.INVISIBLE, State.PENDING}),
+        State.PENDING: frozenset({State.INVISIBLE, State.PENDING}),
+    },
+}
+
+# Events that act on a lease and must present the current lease_id (fencing).
+LEASE_EVENTS = frozenset({Event.EXTEND, Event.COMPLETE, Event.FAIL})
+
+
+class InvalidTransitionError(Exception):
+    """The state machine has no such transition."""
+
+    def __init__(self, state: State, event: Event) -> None:
+        super().__init__(f"a {state} message cannot {event}")
+        self.state = state
+        self.event = event
+
+
+def allowed_from(event: Event) -> list[str]:
+    """The states from which ``event`` may happen, as strings for a SQL ``ANY`` guard."""
+    return sorted(TRANSITIONS[event])
+
+
+def targets(state: State, event: Event) -> frozenset[State]:
+    """The states ``event`` may move a ``state`` message to.
+
+    Raises:
+        InvalidTransitionError: when ``event`` cannot happen in ``state``.
+    """
+    try:
+        return TRANSITIONS[event][state]
+    except KeyError:
+        raise InvalidTransitionError(state, event) from None
+
+
+def retry_target(*, attempts: int, max_attempts: int, delay_seconds: float) -> State:
+    """Where a failed or lease-expired attempt goes (the rule of FAIL and LEASE_EXPIRE).
+
+    Args:
+        attempts: leases granted so far, including the one that just failed.
+        max_attempts: leases the message may get in all.
+        delay_seconds: the retry delay that applies to this attempt.
+    """
+    if attempts >= max_attempts:
+        return State.ERRORED
+    return State.INVISIBLE if delay_seconds > 0 else State.PENDING
+
+
+def backoff_seconds(*, attempt: int, base_seconds: int, cap_seconds: int) -> int:
+    """The retry delay after failed attempt number ``attempt`` (1-based).
+
+    The delay doubles per attempt: ``base * 2**(attempt-1)``, capped at ``cap_seconds``.
+    The store computes the same formula in SQL; a test checks the two agree.
+    """
+    if base_seconds <= 0:
+        return 0
+    exponent = min(max(attempt - 1, 0), 62)
+    return min(base_seconds * (1 << exponent), cap_seconds)

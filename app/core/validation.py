@@ -1,0 +1,232 @@
+"""Input rules (PRODUCT.md §1, §3): every edge validates through these functions, so the HTTP API,
+the CLI and the pipeline refuse the same things with the same field names.
+
+Types (int vs str, strictness) are the edges' business; these functions check ranges, lengths,
+patterns and the rules that tie fields together. Each raises :class:`ValidationError` naming the
+offending field, before anything is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.core.errors import PayloadTooLargeError, ValidationError
+from app.core.models import (
+    IMMUTABLE_QUEUE_FIELDS,
+    MUTABLE_QUEUE_FIELDS,
+    MessageChanges,
+    NewMessage,
+    QueueConfig,
+)
+from app.core.states import State
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+MAX_DELAY_SECONDS = 365 * 24 * 3600
+MAX_LEASE_SECONDS = 12 * 3600
+MAX_ATTEMPTS = 1000
+MAX_RETENTION_SECONDS = 10 * 365 * 24 * 3600
+MAX_BATCH_ENQUEUE = 1000
+MAX_BATCH_DEQUEUE = 100
+MAX_BATCH_ACK = 1000
+MAX_QUERY_LIMIT = 1000
+MAX_WAIT_SECONDS = 20
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY = 64
+MAX_METADATA_VALUE = 256
+MAX_TEXT = 4096
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Limits that come from configuration rather than from the product's fixed rules."""
+
+    max_payload_bytes: int = 256 * 1024
+
+
+def name(field: str, value: str) -> str:
+    """A namespace or queue name: 1-64 of ``[A-Za-z0-9._-]``, starting alphanumeric."""
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValidationError(
+            field, "must be 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"
+        )
+    return value
+
+
+def message_id(field: str, value: str) -> str:
+    """A producer-chosen message id: 1-200 of ``[A-Za-z0-9._:-]``."""
+    if not MESSAGE_ID_PATTERN.fullmatch(value):
+        raise ValidationError(field, "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
+    return value
+
+
+def integer(field: str, value: int, low: int, high: int) -> int:
+    """An integer within ``[low, high]``."""
+    if not low <= value <= high:
+        raise ValidationError(field, f"must be between {low} and {high}")
+    return value
+
+
+def text(field: str, value: str, max_length: int = MAX_TEXT) -> str:
+    """Free text: bounded, and without NUL characters (PostgreSQL cannot store them)."""
+    if len(value) > max_length:
+        raise ValidationError(field, f"must be at most {max_length} characters")
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain NUL characters")
+    return value
+
+
+def aware(field: str, value: datetime) -> datetime:
+    """A timestamp with a time zone (naive times are ambiguous for a delay queue)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(field, "must include a time zone, e.g. 2030-01-01T00:00:00Z")
+    return value
+
+
+def metadata(field: str, value: Mapping[str, str]) -> dict[str, str]:
+    """At most 16 string pairs, key 1-64 characters, value up to 256, no NUL."""
+    if len(value) > MAX_METADATA_PAIRS:
+        raise ValidationError(field, f"must have at most {MAX_METADATA_PAIRS} pairs")
+    for key, item in value.items():
+        if not key:
+            raise ValidationError(field, "keys must not be empty")
+        text(f"{field}.{key}", key, MAX_METADATA_KEY)
+        text(f"{field}.{key}", item, MAX_METADATA_VALUE)
+    return dict(value)
+
+
+def payload(field: str, value: bytes, limits: Limits) -> bytes:
+    """A JSON payload no larger than the configured limit and free of ``\\u0000``.
+
+    PostgreSQL's jsonb cannot hold a NUL character, so such a payload is refused here, where the
+    field can be named, rather than failing in the database.
+    """
+    if len(value) > limits.max_payload_bytes:
+        raise PayloadTooLargeError(
+            f"{field} is {len(value)} bytes; the limit is {limits.max_payload_bytes}",
+            field=field,
+            limit=limits.max_payload_bytes,
+        )
+    if b"\\u0000" in value and _has_escaped_nul(value):
+        raise ValidationError(field, "must not contain the NUL character \\u0000")
+    return value
+
+
+def _has_escaped_nul(raw: bytes) -> bool:
+    # An odd number of backslashes before "u0000" means it escapes a NUL (an even number is an
+    # escaped backslash followed by the literal text "u0000").
+    return any(len(match.group(1)) % 2 == 1 for match in re.finditer(rb"(\\+)u0000", raw))
+
+
+def states(field: str, values: Sequence[str]) -> tuple[State, ...]:
+    """A list of state names."""
+    result = []
+    for index, value in enumerate(values):
+        try:
+            result.append(State(value))
+        except ValueError:
+            allowed = ", ".join(s.value for s in State)
+            raise ValidationError(f"{field}[{index}]", f"must be one of {allowed}") from None
+    return tuple(result)
+
+
+def new_message(field: str, message: NewMessage, config: QueueConfig, limits: Limits) -> NewMessage:
+    """Check one message of an enqueue batch against the rules and its queue's configuration."""
+    if message.id is not None:
+        message_id(f"{field}.id", message.id)
+    if message.priority is not None:
+        integer(f"{field}.priority", message.priority, INT64_MIN, INT64_MAX)
+    if message.payload is not None:
+        payload(f"{field}.payload", message.payload, limits)
+    metadata(f"{field}.metadata", message.metadata)
+    if message.delay_seconds is not None and message.visible_at is not None:
+        raise ValidationError(f"{field}.visible_at", "give delay_seconds or visible_at, not both")
+    if message.delay_seconds is not None:
+        integer(f"{field}.delay_seconds", message.delay_seconds, 0, MAX_DELAY_SECONDS)
+    if message.visible_at is not None:
+        aware(f"{field}.visible_at", message.visible_at)
+    if message.ttl_seconds is not None and message.expires_at is not None:
+        raise ValidationError(f"{field}.expires_at", "give ttl_seconds or expires_at, not both")
+    if message.ttl_seconds is not None:
+        integer(f"{field}.ttl_seconds", message.ttl_seconds, 1, MAX_RETENTION_SECONDS)
+    if message.expires_at is not None:
+        aware(f"{field}.expires_at", message.expires_at)
+    if message.max_attempts is not None:
+        integer(f"{field}.max_attempts", message.max_attempts, 1, MAX_ATTEMPTS)
+    if message.lease_seconds is not None:
+        integer(f"{field}.lease_seconds", message.lease_seconds, 1, MAX_LEASE_SECONDS)
+    if config.kind == "exclusive":
+        key = config.exclusive_key
+        assert key is not None
+        if not message.metadata.get(key):
+            raise ValidationError(
+                f"{field}.metadata.{key}",
+                f"is required: this exclusive queue runs one message per '{key}' value",
+            )
+    return message
+
+
+def enqueue_batch(messages: Sequence[NewMessage], config: QueueConfig, limits: Limits) -> None:
+    """Check a whole enqueue batch; the first bad message rejects it, named by its index."""
+    if not 1 <= len(messages) <= MAX_BATCH_ENQUEUE:
+        raise ValidationError("messages", f"must hold 1 to {MAX_BATCH_ENQUEUE} messages")
+    for index, message in enumerate(messages):
+        new_message(f"messages[{index}]", message, config, limits)
+
+
+def message_changes(changes: MessageChanges, limits: Limits) -> MessageChanges:
+    """Check a PATCH of a waiting message."""
+    if changes.priority is not None:
+        integer("priority", changes.priority, INT64_MIN, INT64_MAX)
+    if changes.payload is not None:
+        payload("payload", changes.payload, limits)
+    if changes.metadata is not None:
+        metadata("metadata", changes.metadata)
+    if changes.visible_at is not None:
+        aware("visible_at", changes.visible_at)
+    return changes
+
+
+_CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
+    "lease_seconds": (1, MAX_LEASE_SECONDS),
+    "delay_seconds": (0, MAX_DELAY_SECONDS),
+    "max_attempts": (1, MAX_ATTEMPTS),
+    "retry_delay_seconds": (0, MAX_DELAY_SECONDS),
+    "retry_delay_max_seconds": (0, MAX_DELAY_SECONDS),
+    "retention_seconds": (0, MAX_RETENTION_SECONDS),
+}
+
+
+def queue_config(config: QueueConfig) -> QueueConfig:
+    """Check a whole queue configuration (creation or replacement)."""
+    if config.kind not in ("simple", "exclusive"):
+        raise ValidationError("kind", "must be 'simple' or 'exclusive'")
+    if config.kind == "exclusive":
+        if not config.exclusive_key:
+            raise ValidationError("exclusive_key", "is required for an exclusive queue")
+        text("exclusive_key", config.exclusive_key, MAX_METADATA_KEY)
+    elif config.exclusive_key is not None:
+        raise ValidationError("exclusive_key", "is only allowed for an exclusive queue")
+    for key, (low, high) in _CONFIG_BOUNDS.items():
+        integer(key, getattr(config, key), low, high)
+    return config
+
+
+def queue_patch(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a PATCH of a queue: only mutable fields, each within bounds."""
+    for key, value in changes.items():
+        if key in IMMUTABLE_QUEUE_FIELDS:
+            raise ValidationError(key, "is fixed when the queue is created")
+        if key not in MUTABLE_QUEUE_FIELDS:
+            raise ValidationError(key, "is not a queue setting")
+        if key in _CONFIG_BOUNDS:
+            low, high = _CONFIG_BOUNDS[key]
+            integer(key, value, low, high)
+    return dict(changes)

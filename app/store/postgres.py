@@ -1,0 +1,606 @@
+"""The PostgreSQL store: runs the statements of :mod:`app.store.queries` and maps rows to
+:mod:`app.core.models`. It decides nothing about the state machine; it passes the guards that
+:mod:`app.core.states` gives and reports what changed.
+
+Driver errors are translated once, here: a lost database becomes :class:`UnavailableError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+from psycopg import errors as pg_errors
+from sqlalchemy import RowMapping
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.core.errors import ConflictError, NotFoundError, UnavailableError, ValidationError
+from app.core.models import (
+    EnqueueOutcome,
+    LeasedMessage,
+    Message,
+    MessageChanges,
+    MessageFilter,
+    MessagePage,
+    Namespace,
+    Queue,
+    QueueConfig,
+    Token,
+)
+from app.core.ports import GuardState, NewRow
+from app.core.states import Event, State, allowed_from
+from app.store import queries
+from app.store.tables import namespaces, queues, tokens
+
+log = logging.getLogger("sundial.store")
+
+# How often a dequeue on an exclusive queue is retried after losing a race for an exclusive
+# value (unique_violation on messages_running_exclusive_uidx).
+EXCLUSIVE_CLAIM_RETRIES = 20
+
+_json = msgspec.json.Encoder()
+
+
+def _queue_from_row(row: RowMapping) -> Queue:
+    return Queue(
+        id=row["id"],
+        namespace=row["namespace"],
+        name=row["name"],
+        config=QueueConfig(
+            kind=row["kind"],
+            exclusive_key=row["exclusive_key"],
+            lease_seconds=row["lease_seconds"],
+            delay_seconds=row["delay_seconds"],
+            max_attempts=row["max_attempts"],
+            retry_delay_seconds=row["retry_delay_seconds"],
+            retry_delay_max_seconds=row["retry_delay_max_seconds"],
+            retention_seconds=row["retention_seconds"],
+            enqueue_paused=row["enqueue_paused"],
+            dequeue_paused=row["dequeue_paused"],
+        ),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _message_from_row(row: RowMapping) -> Message:
+    return Message(
+        id=row["id"],
+        state=State(row["state"]),
+        priority=row["priority"],
+        payload=row["payload"].encode(),
+        metadata=row["metadata"],
+        exclusive_value=row["exclusive_value"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        lease_seconds=row["lease_seconds"],
+        lease_id=row["lease_id"],
+        lease_expires_at=row["lease_expires_at"],
+        visible_at=row["visible_at"],
+        expires_at=row["expires_at"],
+        enqueued_at=row["enqueued_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+        last_error=row["last_error"],
+    )
+
+
+def _queue_params(queue: Queue) -> dict[str, Any]:
+    """Parameters every message statement takes from its queue's configuration."""
+    config = queue.config
+    return {
+        "queue_id": queue.id,
+        "queue_max_attempts": config.max_attempts,
+        "queue_lease": config.lease_seconds,
+        "queue_retry_delay": config.retry_delay_seconds,
+        "queue_retry_delay_max": config.retry_delay_max_seconds,
+    }
+
+
+def _is_unique_violation(error: sa_exc.DBAPIError, constraint: str) -> bool:
+    orig = error.orig
+    return isinstance(orig, pg_errors.UniqueViolation) and orig.diag.constraint_name == constraint
+
+
+def _encode_cursor(values: Sequence[int]) -> str:
+    return base64.urlsafe_b64encode(_json.encode(list(values))).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, size: int) -> list[int]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        values = msgspec.json.decode(base64.urlsafe_b64decode(padded), type=list[int])
+    except (ValueError, msgspec.DecodeError):
+        raise ValidationError("cursor", "is not a cursor this server issued") from None
+    if len(values) != size:
+        raise ValidationError("cursor", "does not belong to this ordering")
+    return values
+
+
+class PostgresStore:
+    """Implements :class:`app.core.ports.Store` on PostgreSQL through SQLAlchemy + psycopg."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One transaction; connection loss becomes UnavailableError."""
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as error:
+            log.warning("database unavailable: %s", error)
+            raise UnavailableError("the database is unavailable; retry later") from error
+        except sa_exc.DataError as error:
+            # Input PostgreSQL refuses that validation did not foresee: still the client's.
+            raise ValidationError("request", str(error.orig).splitlines()[0]) from error
+
+    # --- namespaces and tokens ------------------------------------------------------------------
+
+    async def create_namespace(self, name: str, description: str) -> Namespace:
+        """Insert a namespace; ConflictError when it exists."""
+        stmt = (
+            sa.dialects.postgresql.insert(namespaces)
+            .values(name=name, description=description)
+            .on_conflict_do_nothing()
+            .returning(namespaces)
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise ConflictError(f"namespace {name!r} already exists", namespace=name)
+        return Namespace(**row)
+
+    async def list_namespaces(self) -> list[Namespace]:
+        """All namespaces by name."""
+        async with self._transaction() as conn:
+            rows = await conn.execute(sa.select(namespaces).order_by(namespaces.c.name))
+            return [Namespace(**row) for row in rows.mappings()]
+
+    async def namespace_exists(self, name: str) -> bool:
+        """Whether the namespace exists."""
+        async with self._transaction() as conn:
+            stmt = sa.select(sa.literal(1)).where(namespaces.c.name == name)
+            return (await conn.execute(stmt)).first() is not None
+
+    async def delete_namespace(self, name: str) -> bool:
+        """Delete a namespace with its tokens, queues and messages."""
+        async with self._transaction() as conn:
+            result = await conn.execute(sa.delete(namespaces).where(namespaces.c.name == name))
+            return result.rowcount > 0
+
+    async def insert_token(
+        self,
+        namespace: str,
+        token_id: str,
+        label: str,
+        secret_hash: bytes,
+        expires_at: datetime | None,
+    ) -> Token:
+        """Store a token (hashed); NotFoundError when the namespace does not exist."""
+        stmt = (
+            sa.insert(tokens)
+            .from_select(
+                ["id", "namespace", "label", "secret_hash", "expires_at"],
+                sa.select(
+                    sa.literal(token_id, sa.dialects.postgresql.UUID(as_uuid=False)),
+                    namespaces.c.name,
+                    sa.literal(label),
+                    sa.literal(secret_hash, sa.LargeBinary),
+                    sa.literal(expires_at, sa.DateTime(timezone=True)),
+                ).where(namespaces.c.name == namespace),
+            )
+            .returning(*(c for c in tokens.c if c.name != "secret_hash"))
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+        return Token(**row)
+
+    async def list_tokens(self, namespace: str) -> list[Token]:
+        """A namespace's tokens, oldest first, without secrets."""
+        columns = [c for c in tokens.c if c.name != "secret_hash"]
+        stmt = (
+            sa.select(*columns)
+            .where(tokens.c.namespace == namespace)
+            .order_by(tokens.c.created_at, tokens.c.id)
+        )
+        async with self._transaction() as conn:
+            return [Token(**row) for row in (await conn.execute(stmt)).mappings()]
+
+    async def delete_token(self, namespace: str, token_id: str) -> bool:
+        """Revoke a token at once."""
+        stmt = sa.delete(tokens).where(tokens.c.namespace == namespace, tokens.c.id == token_id)
+        async with self._transaction() as conn:
+            return (await conn.execute(stmt)).rowcount > 0
+
+    async def find_token(self, secret_hash: bytes) -> Token | None:
+        """The unexpired token with this secret hash, if any."""
+        columns = [c for c in tokens.c if c.name != "secret_hash"]
+        stmt = sa.select(*columns).where(
+            tokens.c.secret_hash == secret_hash,
+            sa.or_(tokens.c.expires_at.is_(None), tokens.c.expires_at > sa.func.now()),
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        return Token(**row) if row is not None else None
+
+    # --- queues -----------------------------------------------------------------------------
+
+    async def get_queue(self, namespace: str, name: str) -> Queue | None:
+        """The queue, or None."""
+        async with self._transaction() as conn:
+            row = (
+                (await conn.execute(queries.QUEUE_GET, {"namespace": namespace, "name": name}))
+                .mappings()
+                .first()
+            )
+        return _queue_from_row(row) if row is not None else None
+
+    async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
+        """Create a queue; None when it already exists. NotFoundError without the namespace."""
+        params = {"namespace": namespace, "name": name, **dataclasses.asdict(config)}
+        async with self._transaction() as conn:
+            row = (await conn.execute(queries.QUEUE_INSERT, params)).mappings().first()
+            if row is not None:
+                return _queue_from_row(row)
+            exists = await conn.execute(
+                sa.select(sa.literal(1)).where(namespaces.c.name == namespace)
+            )
+            if exists.first() is None:
+                raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+            return None
+
+    async def update_queue(self, queue_id: int, changes: Mapping[str, Any]) -> Queue:
+        """Apply validated changes to a queue's mutable settings."""
+        stmt = (
+            sa.update(queues)
+            .where(queues.c.id == queue_id)
+            .values(**changes, updated_at=sa.func.now())
+            .returning(queues)
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise NotFoundError("queue does not exist")
+        return _queue_from_row(row)
+
+    async def delete_queue(self, namespace: str, name: str) -> bool:
+        """Delete a queue and its messages."""
+        async with self._transaction() as conn:
+            result = await conn.execute(
+                queries.QUEUE_DELETE, {"namespace": namespace, "name": name}
+            )
+            return result.first() is not None
+
+    async def list_queues(self, namespace: str) -> list[Queue]:
+        """A namespace's queues by name."""
+        stmt = sa.select(queues).where(queues.c.namespace == namespace).order_by(queues.c.name)
+        async with self._transaction() as conn:
+            return [_queue_from_row(row) for row in (await conn.execute(stmt)).mappings()]
+
+    async def queue_counts(self, queue_ids: Sequence[int]) -> dict[int, dict[State, int]]:
+        """Messages per state for each queue (states with no message are absent)."""
+        counts: dict[int, dict[State, int]] = {queue_id: {} for queue_id in queue_ids}
+        async with self._transaction() as conn:
+            rows = await conn.execute(queries.QUEUE_COUNTS, {"queue_ids": list(queue_ids)})
+            for row in rows.mappings():
+                counts[row["queue_id"]][State(row["state"])] = row["n"]
+        return counts
+
+    async def oldest_pending_age(self, queue_id: int) -> float | None:
+        """Seconds the longest-waiting pending message has been visible, or None."""
+        async with self._transaction() as conn:
+            age = (
+                await conn.execute(queries.QUEUE_OLDEST_PENDING_AGE, {"queue_id": queue_id})
+            ).scalar()
+        return float(age) if age is not None else None
+
+    async def purge(self, queue_id: int, states: Sequence[State]) -> int:
+        """Delete a queue's messages in the given states."""
+        async with self._transaction() as conn:
+            result = await conn.execute(
+                queries.QUEUE_PURGE, {"queue_id": queue_id, "states": [str(s) for s in states]}
+            )
+            return result.rowcount
+
+    # --- messages ---------------------------------------------------------------------------
+
+    async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]:
+        """Insert new messages (ids unique within the batch); existing ids are reported."""
+        params = {
+            "queue_id": queue.id,
+            "ids": [r.id for r in rows],
+            "priorities": [r.priority for r in rows],
+            "payloads": [r.payload.decode() if r.payload is not None else None for r in rows],
+            "metadatas": [_json.encode(r.metadata).decode() for r in rows],
+            "exclusive_values": [r.exclusive_value for r in rows],
+            "max_attempts": [r.max_attempts for r in rows],
+            "lease_seconds": [r.lease_seconds for r in rows],
+            "delays": [r.delay_seconds for r in rows],
+            "visible_ats": [r.visible_at for r in rows],
+            "ttls": [r.ttl_seconds for r in rows],
+            "expires_ats": [r.expires_at for r in rows],
+        }
+        async with self._transaction() as conn:
+            result = await conn.execute(queries.MESSAGES_ENQUEUE, params)
+            created = {row.id: State(row.state) for row in result if row.id is not None}
+            existing: dict[str, State] = {}
+            missing = [r.id for r in rows if r.id not in created]
+            if missing:
+                result = await conn.execute(
+                    queries.MESSAGES_STATES, {"queue_id": queue.id, "ids": missing}
+                )
+                existing = {row.id: State(row.state) for row in result}
+        outcomes = []
+        for r in rows:
+            if r.id in created:
+                outcomes.append(EnqueueOutcome(r.id, created[r.id], created=True))
+            else:
+                outcomes.append(EnqueueOutcome(r.id, existing[r.id], created=False))
+        return outcomes
+
+    async def dequeue(
+        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> list[LeasedMessage]:
+        """Lease up to ``count`` messages (fewer, or none, when fewer are ready)."""
+        exclusive = queue.config.kind == "exclusive"
+        stmt = queries.MESSAGES_DEQUEUE_EXCLUSIVE if exclusive else queries.MESSAGES_DEQUEUE_SIMPLE
+        params = {
+            "queue_id": queue.id,
+            "count": count,
+            # Exclusive queues look further ahead: several candidates may share a value.
+            "scan": min(count * 4, 400),
+            "filter": _json.encode(metadata).decode(),
+            "lease_override": lease_seconds,
+            "queue_lease": queue.config.lease_seconds,
+        }
+        for attempt in range(EXCLUSIVE_CLAIM_RETRIES):
+            try:
+                async with self._transaction() as conn:
+                    rows = (await conn.execute(stmt, params)).all()
+                break
+            except sa_exc.IntegrityError as error:
+                # Lost a race for an exclusive value to another consumer: the unique index
+                # refused the second lease, nothing was changed; claim again.
+                if not _is_unique_violation(error, "messages_running_exclusive_uidx"):
+                    raise
+                log.debug("exclusive claim race on queue %s (attempt %d)", queue.id, attempt + 1)
+        else:
+            return []
+        ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
+        return [
+            LeasedMessage(
+                id=r.id,
+                lease_id=r.lease_id,
+                lease_expires_at=r.lease_expires_at,
+                attempt=r.attempts,
+                priority=r.priority,
+                payload=r.payload.encode(),
+                metadata=r.metadata,
+                enqueued_at=r.enqueued_at,
+            )
+            for r in ordered
+        ]
+
+    async def get_message(self, queue: Queue, message_id: str) -> Message | None:
+        """One message of the queue, or None."""
+        params = {**_queue_params(queue), "id": message_id}
+        async with self._transaction() as conn:
+            row = (await conn.execute(queries.MESSAGE_GET, params)).mappings().first()
+        return _message_from_row(row) if row is not None else None
+
+    async def guard_state(self, queue: Queue, message_id: str) -> GuardState | None:
+        """The state and lease of a message, to explain why a guarded statement changed nothing."""
+        params = {"queue_id": queue.id, "id": message_id}
+        async with self._transaction() as conn:
+            row = (await conn.execute(queries.MESSAGE_GUARD_STATE, params)).first()
+        if row is None:
+            return None
+        return GuardState(State(row.state), row.lease_id, bool(row.live))
+
+    async def _transition(
+        self, stmt: sa.TextClause, queue: Queue, message_id: str, event: Event, **params: Any
+    ) -> Message | None:
+        """Run one guarded transition; None when the guard matched no row."""
+        bound = {
+            **_queue_params(queue),
+            "id": message_id,
+            "from_states": allowed_from(event),
+            **params,
+        }
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt, bound)).mappings().first()
+        return _message_from_row(row) if row is not None else None
+
+    async def complete(self, queue: Queue, message_id: str, lease_id: str | None) -> Message | None:
+        """running -> completed, if ``lease_id`` is the current lease."""
+        return await self._transition(
+            queries.MESSAGE_COMPLETE, queue, message_id, Event.COMPLETE, lease_id=lease_id
+        )
+
+    async def fail(
+        self,
+        queue: Queue,
+        message_id: str,
+        lease_id: str | None,
+        error: str | None,
+        retry_delay_seconds: int | None,
+    ) -> Message | None:
+        """running -> pending/invisible/errored, if ``lease_id`` is the current lease."""
+        return await self._transition(
+            queries.MESSAGE_FAIL,
+            queue,
+            message_id,
+            Event.FAIL,
+            lease_id=lease_id,
+            error=error,
+            retry_delay=retry_delay_seconds,
+        )
+
+    async def extend(
+        self, queue: Queue, message_id: str, lease_id: str | None, lease_seconds: int
+    ) -> Message | None:
+        """Push the lease's expiry to now + ``lease_seconds``, if it is the current lease."""
+        return await self._transition(
+            queries.MESSAGE_EXTEND,
+            queue,
+            message_id,
+            Event.EXTEND,
+            lease_id=lease_id,
+            lease_seconds=lease_seconds,
+        )
+
+    async def cancel(
+        self,
+        queue: Queue,
+        message_id: str,
+        lease_id: str | None,
+        force: bool,
+        reason: str | None,
+    ) -> Message | None:
+        """live -> canceled (a running message needs its lease or force)."""
+        return await self._transition(
+            queries.MESSAGE_CANCEL,
+            queue,
+            message_id,
+            Event.CANCEL,
+            lease_id=lease_id,
+            force=force,
+            reason=reason,
+        )
+
+    async def requeue(self, queue: Queue, message_id: str, delay_seconds: int) -> Message | None:
+        """errored/canceled -> pending (or invisible for a delay), attempts reset."""
+        return await self._transition(
+            queries.MESSAGE_REQUEUE, queue, message_id, Event.REQUEUE, delay=delay_seconds
+        )
+
+    async def update_message(
+        self, queue: Queue, message_id: str, changes: MessageChanges
+    ) -> Message | None:
+        """Change a waiting (invisible or pending) message."""
+        return await self._transition(
+            queries.MESSAGE_UPDATE,
+            queue,
+            message_id,
+            Event.UPDATE,
+            priority=changes.priority,
+            payload=changes.payload.decode() if changes.payload is not None else None,
+            metadata=_json.encode(changes.metadata).decode()
+            if changes.metadata is not None
+            else None,
+            exclusive_key=queue.config.exclusive_key,
+            visible_at=changes.visible_at,
+        )
+
+    async def delete_message(self, queue: Queue, message_id: str) -> bool:
+        """Remove a message in any state."""
+        async with self._transaction() as conn:
+            result = await conn.execute(
+                queries.MESSAGE_DELETE, {"queue_id": queue.id, "id": message_id}
+            )
+            return result.first() is not None
+
+    async def complete_many(
+        self, queue: Queue, items: Sequence[tuple[str, str | None]]
+    ) -> set[str]:
+        """Complete every (id, lease_id) whose lease is current; returns the ids completed."""
+        if not items:
+            return set()
+        params = {
+            "queue_id": queue.id,
+            "ids": [i for i, _ in items],
+            "lease_ids": [lease for _, lease in items],
+            "from_states": allowed_from(Event.COMPLETE),
+        }
+        async with self._transaction() as conn:
+            result = await conn.execute(queries.MESSAGES_COMPLETE_MANY, params)
+            return {row.id for row in result}
+
+    async def fail_many(
+        self, queue: Queue, items: Sequence[tuple[str, str | None, str | None]]
+    ) -> set[str]:
+        """Fail every (id, lease_id, error) whose lease is current; returns the ids failed."""
+        if not items:
+            return set()
+        params = {
+            **_queue_params(queue),
+            "ids": [i for i, _, _ in items],
+            "lease_ids": [lease for _, lease, _ in items],
+            "errors": [error for _, _, error in items],
+            "retry_delay": None,
+            "from_states": allowed_from(Event.FAIL),
+        }
+        async with self._transaction() as conn:
+            result = await conn.execute(queries.MESSAGES_FAIL_MANY, params)
+            return {row.id for row in result}
+
+    async def requeue_many(
+        self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
+    ) -> int:
+        """Requeue up to ``limit`` dead letters in ``states`` (optionally only ``ids``)."""
+        allowed = set(allowed_from(Event.REQUEUE))
+        params = {
+            "queue_id": queue.id,
+            "states": [str(s) for s in states if str(s) in allowed],
+            "ids": list(ids) if ids is not None else None,
+            "limit": limit,
+            "delay": 0,
+        }
+        async with self._transaction() as conn:
+            result = await conn.execute(queries.MESSAGES_REQUEUE, params)
+            return len(result.all())
+
+    async def query(self, queue: Queue, spec: MessageFilter) -> MessagePage:
+        """List messages by filter, newest first or lowest priority first, a page at a time."""
+        conditions = [sa.text("m.queue_id = :queue_id")]
+        params: dict[str, Any] = {**_queue_params(queue), "limit": spec.limit + 1}
+        if spec.states:
+            conditions.append(sa.text("m.state = ANY(CAST(:states AS message_state[]))"))
+            params["states"] = [str(s) for s in spec.states]
+        if spec.metadata:
+            conditions.append(sa.text("m.metadata @> CAST(:filter AS jsonb)"))
+            params["filter"] = _json.encode(spec.metadata).decode()
+        if spec.priority_gte is not None:
+            conditions.append(sa.text("m.priority >= :priority_gte"))
+            params["priority_gte"] = spec.priority_gte
+        if spec.priority_lt is not None:
+            conditions.append(sa.text("m.priority < :priority_lt"))
+            params["priority_lt"] = spec.priority_lt
+        if spec.order == "priority":
+            order = "m.priority, m.seq"
+            if spec.cursor is not None:
+                after_priority, after_seq = _decode_cursor(spec.cursor, 2)
+                conditions.append(sa.text("(m.priority, m.seq) > (:after_priority, :after_seq)"))
+                params.update(after_priority=after_priority, after_seq=after_seq)
+        else:
+            order = "m.seq DESC"
+            if spec.cursor is not None:
+                (before_seq,) = _decode_cursor(spec.cursor, 1)
+                conditions.append(sa.text("m.seq < :before_seq"))
+                params["before_seq"] = before_seq
+        where = " AND ".join(str(c) for c in conditions)
+        stmt = sa.text(
+            f"SELECT {queries.MESSAGE_COLUMNS_SQL}, m.seq FROM messages m "
+            f"WHERE {where} ORDER BY {order} LIMIT :limit"
+        )
+        async with self._transaction() as conn:
+            rows = (await conn.execute(stmt, params)).mappings().all()
+        next_cursor = None
+        if len(rows) > spec.limit:
+            rows = rows[: spec.limit]
+            last = rows[-1]
+            key = [last["priority"], last["seq"]] if spec.order == "priority" else [last["seq"]]
+            next_cursor = _encode_cursor(key)
+        return MessagePage([_message_from_row(row) for row in rows], next_cursor)

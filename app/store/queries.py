@@ -1,0 +1,568 @@
+"""Every hot-path statement, as SQL. Each state change is one guarded statement whose
+``WHERE state = ANY(:from_states)`` comes from :mod:`app.core.states`, so a stale caller changes
+nothing. ``now()`` (the database clock, the transaction's start) is the only clock.
+
+Bind parameters use SQLAlchemy's ``:name`` form; casts are written ``CAST(:x AS type)`` because
+``:x::type`` does not parse as a bind.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import TextClause, text
+
+# Columns returned wherever a full message is read. max_attempts and lease_seconds resolve a
+# per-message override against the queue's current setting (:queue_max_attempts, :queue_lease).
+MESSAGE_COLUMNS_SQL = """
+    m.id, m.state::text AS state, m.priority, m.payload::text AS payload, m.metadata,
+    m.exclusive_value, m.attempts,
+    coalesce(m.max_attempts, CAST(:queue_max_attempts AS integer)) AS max_attempts,
+    coalesce(m.lease_seconds, CAST(:queue_lease AS integer)) AS lease_seconds,
+    m.lease_id::text AS lease_id, m.lease_expires_at, m.visible_at, m.expires_at,
+    m.enqueued_at, m.updated_at, m.finished_at, m.last_error
+"""
+
+NOTIFY_CHANNEL: Final = "sundial_ready"
+"""Channel that announces "queue N has new visible messages" to long-polling consumers."""
+
+# --- queues ---------------------------------------------------------------------------------
+
+QUEUE_GET: Final[TextClause] = text(
+    "SELECT * FROM queues WHERE namespace = :namespace AND name = :name"
+)
+
+QUEUE_INSERT: Final[TextClause] = text(
+    """
+    INSERT INTO queues (namespace, name, kind, exclusive_key, lease_seconds, delay_seconds,
+                        max_attempts, retry_delay_seconds, retry_delay_max_seconds,
+                        retention_seconds, enqueue_paused, dequeue_paused)
+    SELECT :namespace, :name, :kind, :exclusive_key, :lease_seconds, :delay_seconds,
+           :max_attempts, :retry_delay_seconds, :retry_delay_max_seconds,
+           :retention_seconds, :enqueue_paused, :dequeue_paused
+    WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = :namespace)
+    ON CONFLICT (namespace, name) DO NOTHING
+    RETURNING *
+    """
+)
+
+QUEUE_DELETE: Final[TextClause] = text(
+    "DELETE FROM queues WHERE namespace = :namespace AND name = :name RETURNING id"
+)
+
+QUEUE_PURGE: Final[TextClause] = text(
+    """
+    DELETE FROM messages
+    WHERE queue_id = :queue_id AND state = ANY(CAST(:states AS message_state[]))
+    """
+)
+
+# Counts per state for the queues of a namespace (or one queue). Reads the hot table, which the
+# retention cleanup keeps to live messages plus recent finished ones.
+QUEUE_COUNTS: Final[TextClause] = text(
+    """
+    SELECT m.queue_id, m.state::text AS state, count(*) AS n
+    FROM messages m
+    WHERE m.queue_id = ANY(CAST(:queue_ids AS bigint[]))
+    GROUP BY m.queue_id, m.state
+    """
+)
+
+QUEUE_OLDEST_PENDING_AGE: Final[TextClause] = text(
+    """
+    SELECT extract(epoch FROM now() - min(visible_at)) AS age
+    FROM messages WHERE queue_id = :queue_id AND state = 'pending'
+    """
+)
+
+# --- enqueue ----------------------------------------------------------------------------------
+
+# One statement for a whole batch: unnest() turns the column arrays into rows, in request order
+# (WITH ORDINALITY ... ORDER BY keeps seq, the tie-breaker, in that order). ON CONFLICT DO NOTHING
+# makes a repeated id a no-op, so a retried enqueue never duplicates; RETURNING lists only the
+# rows created here. When one of them is visible now, the statement also NOTIFYs long-polling
+# consumers (delivered at commit); that branch yields one row of NULLs, which the caller skips.
+MESSAGES_ENQUEUE: Final[TextClause] = text(
+    """
+    WITH input AS (
+        SELECT m.*, coalesce(m.visible_at_given, now() + make_interval(secs => m.delay_seconds))
+                    AS visible_at
+        FROM unnest(CAST(:ids AS text[]), CAST(:priorities AS bigint[]),
+                    CAST(:payloads AS jsonb[]), CAST(:metadatas AS jsonb[]),
+                    CAST(:exclusive_values AS text[]), CAST(:max_attempts AS integer[]),
+                    CAST(:lease_seconds AS integer[]), CAST(:delays AS integer[]),
+                    CAST(:visible_ats AS timestamptz[]), CAST(:ttls AS integer[]),
+                    CAST(:expires_ats AS timestamptz[]))
+             WITH ORDINALITY
+             AS m(id, priority, payload, metadata, exclusive_value, max_attempts, lease_seconds,
+                  delay_seconds, visible_at_given, ttl_seconds, expires_at, ord)
+    ),
+    inserted AS (
+        INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
+                              max_attempts, lease_seconds, visible_at, expires_at)
+        SELECT CAST(:queue_id AS bigint), id,
+               coalesce(priority, (extract(epoch FROM now()) * 1000)::bigint),
+               CASE WHEN visible_at > now() THEN 'invisible' ELSE 'pending' END::message_state,
+               coalesce(payload, 'null'::jsonb), coalesce(metadata, '{}'::jsonb),
+               exclusive_value, max_attempts, lease_seconds, visible_at,
+               coalesce(expires_at, now() + make_interval(secs => ttl_seconds))
+        FROM input ORDER BY ord
+        ON CONFLICT (queue_id, id) DO NOTHING
+        RETURNING id, state
+    ),
+    wake AS (
+        SELECT pg_notify('sundial_ready', CAST(:queue_id AS text))
+        WHERE EXISTS (SELECT 1 FROM inserted WHERE state = 'pending')
+    )
+    SELECT id, state::text AS state FROM inserted
+    UNION ALL
+    SELECT NULL, NULL FROM wake
+    """
+)
+
+MESSAGES_STATES: Final[TextClause] = text(
+    "SELECT id, state::text AS state FROM messages "
+    "WHERE queue_id = :queue_id AND id = ANY(CAST(:ids AS text[]))"
+)
+
+# --- dequeue ----------------------------------------------------------------------------------
+
+# Grant leases on up to :count messages, lowest priority first, ties by enqueue order.
+# Two sources, each locked with FOR UPDATE SKIP LOCKED so concurrent consumers pass over rows
+# another claim holds instead of waiting:
+#   ready: walks messages_pending_idx (queue_id, priority, seq) WHERE state = 'pending' in order;
+#   due:   invisible messages whose visible_at has passed but that the scheduler has not
+#          promoted yet (messages_invisible_idx), so a due message never waits for its tick.
+# MATERIALIZED fences the candidate set: the ranking runs once, not once per updated row.
+_DEQUEUE_SIMPLE = """
+WITH candidate AS MATERIALIZED (
+    SELECT * FROM (
+        SELECT id, priority, seq FROM messages
+        WHERE queue_id = :queue_id AND state = 'pending'
+          AND metadata @> CAST(:filter AS jsonb)
+          AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY priority, seq
+        LIMIT :count
+        FOR UPDATE SKIP LOCKED
+    ) AS ready
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, priority, seq FROM messages
+        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id
+          AND metadata @> CAST(:filter AS jsonb)
+          AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY visible_at
+        LIMIT :count
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+),
+picked AS (
+    SELECT id FROM candidate ORDER BY priority, seq LIMIT :count
+)
+"""
+
+# Exclusive queues add two rules: skip messages whose exclusive value already has a running
+# message (NOT EXISTS probes messages_running_exclusive_uidx), and take at most one message per
+# value from this batch (DISTINCT ON). Two consumers racing for the same idle value can still both
+# pass NOT EXISTS; the partial unique index then refuses the second UPDATE (unique_violation) and
+# the store retries the claim. The index, not this query, is what guarantees exclusivity.
+_DEQUEUE_EXCLUSIVE = """
+WITH candidate AS MATERIALIZED (
+    SELECT * FROM (
+        SELECT id, priority, seq, exclusive_value FROM messages c
+        WHERE queue_id = :queue_id AND state = 'pending'
+          AND metadata @> CAST(:filter AS jsonb)
+          AND (expires_at IS NULL OR expires_at > now())
+          AND NOT EXISTS (
+              SELECT 1 FROM messages r
+              WHERE r.queue_id = :queue_id AND r.state = 'running'
+                AND r.exclusive_value = c.exclusive_value)
+        ORDER BY priority, seq
+        LIMIT :scan
+        FOR UPDATE SKIP LOCKED
+    ) AS ready
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, priority, seq, exclusive_value FROM messages c
+        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id
+          AND metadata @> CAST(:filter AS jsonb)
+          AND (expires_at IS NULL OR expires_at > now())
+          AND NOT EXISTS (
+              SELECT 1 FROM messages r
+              WHERE r.queue_id = :queue_id AND r.state = 'running'
+                AND r.exclusive_value = c.exclusive_value)
+        ORDER BY visible_at
+        LIMIT :scan
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+),
+one_per_value AS (
+    SELECT DISTINCT ON (exclusive_value) id, priority, seq FROM candidate
+    ORDER BY exclusive_value, priority, seq
+),
+picked AS (
+    SELECT id FROM one_per_value ORDER BY priority, seq LIMIT :count
+)
+"""
+
+# The lease: attempts + 1, a fresh random lease_id (the fencing token), and an expiry from the
+# request's lease_seconds, else the message's override, else the queue's default.
+_DEQUEUE_GRANT = """
+UPDATE messages m
+SET state = 'running',
+    attempts = m.attempts + 1,
+    lease_id = gen_random_uuid(),
+    lease_expires_at = now() + make_interval(
+        secs => coalesce(CAST(:lease_override AS integer), m.lease_seconds,
+                         CAST(:queue_lease AS integer))),
+    leased_at = now(),
+    first_leased_at = coalesce(m.first_leased_at, now()),
+    updated_at = now()
+FROM picked
+WHERE m.queue_id = :queue_id AND m.id = picked.id
+RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
+          m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at
+"""
+
+MESSAGES_DEQUEUE_SIMPLE: Final[TextClause] = text(_DEQUEUE_SIMPLE + _DEQUEUE_GRANT)
+MESSAGES_DEQUEUE_EXCLUSIVE: Final[TextClause] = text(_DEQUEUE_EXCLUSIVE + _DEQUEUE_GRANT)
+
+# --- per-message transitions ------------------------------------------------------------------
+
+# A lease is current while the message is running under that lease_id and it has not expired.
+_LEASE_IS_CURRENT = """
+    m.state = ANY(CAST(:from_states AS message_state[]))
+    AND m.lease_id = CAST(:lease_id AS uuid) AND m.lease_expires_at > now()
+"""
+
+MESSAGE_GET: Final[TextClause] = text(
+    f"SELECT {MESSAGE_COLUMNS_SQL} FROM messages m WHERE m.queue_id = :queue_id AND m.id = :id"
+)
+
+MESSAGE_COMPLETE: Final[TextClause] = text(
+    f"""
+    UPDATE messages m
+    SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+    WHERE m.queue_id = :queue_id AND m.id = :id AND {_LEASE_IS_CURRENT}
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+)
+
+# Where the attempt goes is states.retry_target(): errored when attempts are used up, else
+# invisible for the retry delay (pending when it is zero). The delay is the request's
+# retry_delay_seconds, else the queue's exponential backoff (sundial_retry_delay).
+_RETRY_DELAY = """
+    coalesce(CAST(:retry_delay AS double precision),
+             sundial_retry_delay(m.attempts, CAST(:queue_retry_delay AS integer),
+                                 CAST(:queue_retry_delay_max AS integer)))
+"""
+_ATTEMPTS_LEFT = "m.attempts < coalesce(m.max_attempts, CAST(:queue_max_attempts AS integer))"
+
+MESSAGE_FAIL: Final[TextClause] = text(
+    f"""
+    UPDATE messages m
+    SET state = CASE WHEN NOT ({_ATTEMPTS_LEFT}) THEN 'errored'
+                     WHEN {_RETRY_DELAY} > 0 THEN 'invisible'
+                     ELSE 'pending' END::message_state,
+        visible_at = CASE WHEN {_ATTEMPTS_LEFT}
+                          THEN now() + make_interval(secs => {_RETRY_DELAY})
+                          ELSE m.visible_at END,
+        finished_at = CASE WHEN {_ATTEMPTS_LEFT} THEN NULL ELSE now() END,
+        lease_expires_at = NULL,
+        last_error = :error,
+        updated_at = now()
+    WHERE m.queue_id = :queue_id AND m.id = :id AND {_LEASE_IS_CURRENT}
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+)
+
+MESSAGE_EXTEND: Final[TextClause] = text(
+    f"""
+    UPDATE messages m
+    SET lease_expires_at = now() + make_interval(secs => CAST(:lease_seconds AS integer)),
+        updated_at = now()
+    WHERE m.queue_id = :queue_id AND m.id = :id AND {_LEASE_IS_CURRENT}
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+)
+
+# A running message is canceled only with its current lease or with force.
+MESSAGE_CANCEL: Final[TextClause] = text(
+    f"""
+    UPDATE messages m
+    SET state = 'canceled', finished_at = now(), lease_expires_at = NULL,
+        last_error = coalesce(:reason, 'canceled'), updated_at = now()
+    WHERE m.queue_id = :queue_id AND m.id = :id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+      AND (m.state <> 'running' OR CAST(:force AS boolean)
+           OR (m.lease_id = CAST(:lease_id AS uuid) AND m.lease_expires_at > now()))
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+)
+
+# A dead letter (errored or canceled) starts a new life: attempts reset, no lease, no expiry.
+_REQUEUE_SET = """
+    SET state = CASE WHEN CAST(:delay AS integer) > 0 THEN 'invisible'
+                     ELSE 'pending' END::message_state,
+        visible_at = now() + make_interval(secs => CAST(:delay AS integer)),
+        attempts = 0, lease_id = NULL, lease_expires_at = NULL, expires_at = NULL,
+        finished_at = NULL, updated_at = now()
+"""
+
+MESSAGE_REQUEUE: Final[TextClause] = text(
+    f"""
+    UPDATE messages m {_REQUEUE_SET}
+    WHERE m.queue_id = :queue_id AND m.id = :id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+)
+
+# Bulk requeue of dead letters, oldest first, optionally restricted to ids.
+MESSAGES_REQUEUE: Final[TextClause] = text(
+    f"""
+    WITH picked AS (
+        SELECT id FROM messages
+        WHERE queue_id = :queue_id AND state = ANY(CAST(:states AS message_state[]))
+          AND (CAST(:ids AS text[]) IS NULL OR id = ANY(CAST(:ids AS text[])))
+        ORDER BY finished_at
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE messages m {_REQUEUE_SET}
+    FROM picked
+    WHERE m.queue_id = :queue_id AND m.id = picked.id
+    RETURNING m.state::text AS state
+    """
+)
+
+# PATCH of a waiting message. Moving visible_at moves it between invisible and pending; in an
+# exclusive queue the exclusive value follows the metadata.
+MESSAGE_UPDATE: Final[TextClause] = text(
+    f"""
+    UPDATE messages m
+    SET priority = coalesce(CAST(:priority AS bigint), m.priority),
+        payload = coalesce(CAST(:payload AS jsonb), m.payload),
+        metadata = coalesce(CAST(:metadata AS jsonb), m.metadata),
+        exclusive_value = CASE WHEN CAST(:exclusive_key AS text) IS NULL THEN m.exclusive_value
+                               ELSE coalesce(CAST(:metadata AS jsonb), m.metadata)
+                                    ->> CAST(:exclusive_key AS text) END,
+        visible_at = coalesce(CAST(:visible_at AS timestamptz), m.visible_at),
+        state = CASE WHEN coalesce(CAST(:visible_at AS timestamptz), m.visible_at) > now()
+                     THEN 'invisible' ELSE 'pending' END::message_state,
+        updated_at = now()
+    WHERE m.queue_id = :queue_id AND m.id = :id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+)
+
+MESSAGE_DELETE: Final[TextClause] = text(
+    "DELETE FROM messages WHERE queue_id = :queue_id AND id = :id RETURNING id"
+)
+
+# Batch acknowledgement: every item is its own guarded transition, all in one statement.
+# unnest() pairs ids with their lease_ids; only items whose lease is current change.
+MESSAGES_COMPLETE_MANY: Final[TextClause] = text(
+    """
+    UPDATE messages m
+    SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+    FROM unnest(CAST(:ids AS text[]), CAST(:lease_ids AS uuid[])) AS a(id, lease_id)
+    WHERE m.queue_id = :queue_id AND m.id = a.id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+      AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
+    RETURNING m.id
+    """
+)
+
+MESSAGES_FAIL_MANY: Final[TextClause] = text(
+    f"""
+    UPDATE messages m
+    SET state = CASE WHEN NOT ({_ATTEMPTS_LEFT}) THEN 'errored'
+                     WHEN {_RETRY_DELAY} > 0 THEN 'invisible'
+                     ELSE 'pending' END::message_state,
+        visible_at = CASE WHEN {_ATTEMPTS_LEFT}
+                          THEN now() + make_interval(secs => {_RETRY_DELAY})
+                          ELSE m.visible_at END,
+        finished_at = CASE WHEN {_ATTEMPTS_LEFT} THEN NULL ELSE now() END,
+        lease_expires_at = NULL,
+        last_error = a.error,
+        updated_at = now()
+    FROM unnest(CAST(:ids AS text[]), CAST(:lease_ids AS uuid[]), CAST(:errors AS text[]))
+         AS a(id, lease_id, error)
+    WHERE m.queue_id = :queue_id AND m.id = a.id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+      AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
+    RETURNING m.id, m.state::text AS state
+    """
+)
+
+# Why a guarded statement changed nothing: the caller reads the row's state and lease.
+MESSAGE_GUARD_STATE: Final[TextClause] = text(
+    """
+    SELECT state::text AS state, lease_id::text AS lease_id, lease_expires_at > now() AS live
+    FROM messages WHERE queue_id = :queue_id AND id = :id
+    """
+)
+
+# --- scheduler --------------------------------------------------------------------------------
+
+# invisible -> pending for messages whose visible_at has passed (messages_invisible_idx), and a
+# NOTIFY per queue so long-polling consumers wake.
+MESSAGES_PROMOTE_DUE: Final[TextClause] = text(
+    """
+    WITH due AS (
+        SELECT queue_id, id FROM messages
+        WHERE state = 'invisible' AND visible_at <= now()
+        ORDER BY visible_at
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    ),
+    promoted AS (
+        UPDATE messages m SET state = 'pending', updated_at = now()
+        FROM due
+        WHERE m.queue_id = due.queue_id AND m.id = due.id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
+        RETURNING m.queue_id
+    )
+    SELECT queue_id, count(*) AS n, pg_notify('sundial_ready', CAST(queue_id AS text))
+    FROM promoted GROUP BY queue_id
+    """
+)
+
+# running -> pending/invisible/errored for leases past lease_expires_at (messages_lease_idx),
+# with the same retry rule as MESSAGE_FAIL, from each queue's configuration.
+MESSAGES_RELEASE_EXPIRED: Final[TextClause] = text(
+    """
+    WITH expired AS (
+        SELECT queue_id, id FROM messages
+        WHERE state = 'running' AND lease_expires_at <= now()
+        ORDER BY lease_expires_at
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    ),
+    released AS (
+        UPDATE messages m
+        SET state = CASE WHEN m.attempts >= coalesce(m.max_attempts, q.max_attempts)
+                              THEN 'errored'
+                         WHEN sundial_retry_delay(m.attempts, q.retry_delay_seconds,
+                                                  q.retry_delay_max_seconds) > 0
+                              THEN 'invisible'
+                         ELSE 'pending' END::message_state,
+            visible_at = CASE WHEN m.attempts >= coalesce(m.max_attempts, q.max_attempts)
+                              THEN m.visible_at
+                              ELSE now() + make_interval(secs => sundial_retry_delay(
+                                  m.attempts, q.retry_delay_seconds,
+                                  q.retry_delay_max_seconds)) END,
+            finished_at = CASE WHEN m.attempts >= coalesce(m.max_attempts, q.max_attempts)
+                               THEN now() END,
+            lease_expires_at = NULL,
+            last_error = 'lease expired',
+            updated_at = now()
+        FROM expired, queues q
+        WHERE m.queue_id = expired.queue_id AND m.id = expired.id AND q.id = m.queue_id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
+          AND m.lease_expires_at <= now()
+        RETURNING m.queue_id, m.state
+    )
+    SELECT queue_id, count(*) AS n, pg_notify('sundial_ready', CAST(queue_id AS text))
+    FROM released GROUP BY queue_id
+    """
+)
+
+# live -> canceled for messages whose expires_at has passed (messages_expires_idx).
+MESSAGES_EXPIRE: Final[TextClause] = text(
+    """
+    WITH doomed AS (
+        SELECT queue_id, id FROM messages
+        WHERE expires_at <= now() AND state IN ('invisible', 'pending', 'running')
+        ORDER BY expires_at
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE messages m
+    SET state = 'canceled', finished_at = now(), lease_expires_at = NULL,
+        last_error = 'expired', updated_at = now()
+    FROM doomed
+    WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+    RETURNING m.queue_id
+    """
+)
+
+# Finished messages past their queue's retention leave the hot table for message_history, in one
+# statement (the DELETE and the INSERT commit together, so nothing is lost or kept twice).
+# The LATERAL probe walks messages_finished_idx per queue.
+MESSAGES_ARCHIVE: Final[TextClause] = text(
+    """
+    WITH doomed AS (
+        SELECT d.queue_id, d.id
+        FROM queues q
+        CROSS JOIN LATERAL (
+            SELECT m.queue_id, m.id FROM messages m
+            WHERE m.queue_id = q.id AND m.state IN ('completed', 'canceled', 'errored')
+              AND m.finished_at < now() - make_interval(secs => q.retention_seconds)
+            ORDER BY m.finished_at
+            LIMIT :batch
+            FOR UPDATE SKIP LOCKED
+        ) AS d
+        LIMIT :batch
+    ),
+    moved AS (
+        DELETE FROM messages m USING doomed
+        WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
+          AND m.state IN ('completed', 'canceled', 'errored')
+        RETURNING m.*
+    )
+    INSERT INTO message_history (namespace, queue, queue_id, id, seq, priority, state, payload,
+                                 metadata, exclusive_value, attempts, max_attempts, enqueued_at,
+                                 first_leased_at, leased_at, finished_at, last_error)
+    SELECT q.namespace, q.name, moved.queue_id, moved.id, moved.seq, moved.priority, moved.state,
+           moved.payload, moved.metadata, moved.exclusive_value, moved.attempts,
+           coalesce(moved.max_attempts, q.max_attempts), moved.enqueued_at,
+           moved.first_leased_at, moved.leased_at, moved.finished_at, moved.last_error
+    FROM moved JOIN queues q ON q.id = moved.queue_id
+    """
+)
+
+# The days of finished_at that the next archive batch may touch, so their partitions exist.
+MESSAGES_ARCHIVE_DAYS: Final[TextClause] = text(
+    """
+    SELECT DISTINCT date_trunc('day', m.finished_at AT TIME ZONE 'UTC')::date AS day
+    FROM queues q
+    CROSS JOIN LATERAL (
+        SELECT m.finished_at FROM messages m
+        WHERE m.queue_id = q.id AND m.state IN ('completed', 'canceled', 'errored')
+          AND m.finished_at < now() - make_interval(secs => q.retention_seconds)
+        ORDER BY m.finished_at
+        LIMIT :batch
+    ) AS m
+    """
+)
+
+HISTORY_PARTITIONS: Final[TextClause] = text(
+    """
+    SELECT c.relname
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    JOIN pg_class p ON p.oid = i.inhparent
+    WHERE p.relname = 'message_history'
+    """
+)
+
+DATABASE_TODAY: Final[TextClause] = text("SELECT (now() AT TIME ZONE 'UTC')::date AS today")
+
+# Leadership: one session-level advisory lock, held by the active scheduler's connection. The
+# lock dies with the connection, so a crashed leader is replaced at the next poll.
+LEADER_TRY_LOCK: Final[TextClause] = text("SELECT pg_try_advisory_lock(:key) AS acquired")
+LEADER_UNLOCK: Final[TextClause] = text("SELECT pg_advisory_unlock(:key)")
+
+SCHEDULER_NODE_HEARTBEAT: Final[TextClause] = text(
+    """
+    INSERT INTO scheduler_nodes (node_id, is_leader, heartbeat_at, last_tick_at)
+    VALUES (:node_id, :is_leader, now(), CASE WHEN :is_leader THEN now() END)
+    ON CONFLICT (node_id) DO UPDATE
+    SET is_leader = EXCLUDED.is_leader, heartbeat_at = now(),
+        last_tick_at = coalesce(EXCLUDED.last_tick_at, scheduler_nodes.last_tick_at)
+    """
+)

@@ -1,0 +1,205 @@
+"""The schema as SQLAlchemy metadata: the reference that ``alembic check`` compares migrations
+against. Tables are created only by the revisions in ``migrations/``; hot-path statements live
+in :mod:`app.store.queries` as SQL.
+
+Storage parameters (fillfactor, per-table autovacuum) and the history partitions are set by the
+migrations and the scheduler; SQLAlchemy does not model them.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+from app.core.states import State
+
+metadata = sa.MetaData()
+
+message_state = pg.ENUM(
+    *[s.value for s in State], name="message_state", metadata=metadata, create_type=False
+)
+
+TERMINAL = "state IN ('completed', 'canceled', 'errored')"
+
+namespaces = sa.Table(
+    "namespaces",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("description", sa.Text, nullable=False, server_default=""),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", pg.UUID(as_uuid=False), primary_key=True),
+    sa.Column(
+        "namespace",
+        sa.Text,
+        sa.ForeignKey("namespaces.name", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("label", sa.Text, nullable=False, server_default=""),
+    # SHA-256 of the secret. Secrets are 256 random bits, so a fast hash is as strong as a slow one.
+    sa.Column("secret_hash", pg.BYTEA, nullable=False, unique=True),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("expires_at", sa.DateTime(timezone=True)),
+)
+
+queues = sa.Table(
+    "queues",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column(
+        "namespace",
+        sa.Text,
+        sa.ForeignKey("namespaces.name", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("exclusive_key", sa.Text),
+    sa.Column("lease_seconds", sa.Integer, nullable=False),
+    sa.Column("delay_seconds", sa.Integer, nullable=False),
+    sa.Column("max_attempts", sa.Integer, nullable=False),
+    sa.Column("retry_delay_seconds", sa.Integer, nullable=False),
+    sa.Column("retry_delay_max_seconds", sa.Integer, nullable=False),
+    sa.Column("retention_seconds", sa.Integer, nullable=False),
+    sa.Column("enqueue_paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("dequeue_paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.UniqueConstraint("namespace", "name", name="queues_namespace_name_key"),
+    sa.CheckConstraint("kind IN ('simple', 'exclusive')", name="queues_kind_check"),
+    sa.CheckConstraint(
+        "(kind = 'exclusive') = (exclusive_key IS NOT NULL)", name="queues_exclusive_key_check"
+    ),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column(
+        "queue_id", sa.BigInteger, sa.ForeignKey("queues.id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column("id", sa.Text, primary_key=True),
+    # Enqueue order: breaks priority ties and orders "newest first" listings.
+    sa.Column("seq", sa.BigInteger, sa.Identity(always=True), nullable=False),
+    sa.Column("priority", sa.BigInteger, nullable=False),
+    sa.Column("state", message_state, nullable=False),
+    sa.Column("payload", pg.JSONB, nullable=False, server_default=sa.text("'null'::jsonb")),
+    sa.Column("metadata", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    sa.Column("exclusive_value", sa.Text),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    # Per-message overrides; NULL means "the queue's current setting".
+    sa.Column("max_attempts", sa.Integer),
+    sa.Column("lease_seconds", sa.Integer),
+    sa.Column("lease_id", pg.UUID(as_uuid=False)),
+    sa.Column("lease_expires_at", sa.DateTime(timezone=True)),
+    sa.Column("visible_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True)),
+    sa.Column(
+        "enqueued_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    # When the first lease was granted (wait time) and when the latest began (run time).
+    sa.Column("first_leased_at", sa.DateTime(timezone=True)),
+    sa.Column("leased_at", sa.DateTime(timezone=True)),
+    sa.Column("finished_at", sa.DateTime(timezone=True)),
+    sa.Column("last_error", sa.Text),
+    # Dequeue: walk the ready set of one queue in (priority, seq) order.
+    sa.Index(
+        "messages_pending_idx",
+        "queue_id",
+        "priority",
+        "seq",
+        postgresql_where=sa.text("state = 'pending'"),
+    ),
+    # Scheduler promotion, and dequeue's look for due messages not promoted yet.
+    sa.Index(
+        "messages_invisible_idx", "visible_at", postgresql_where=sa.text("state = 'invisible'")
+    ),
+    # Scheduler: expired leases.
+    sa.Index(
+        "messages_lease_idx", "lease_expires_at", postgresql_where=sa.text("state = 'running'")
+    ),
+    # Exclusivity, enforced by the database: one running message per (queue, value).
+    sa.Index(
+        "messages_running_exclusive_uidx",
+        "queue_id",
+        "exclusive_value",
+        unique=True,
+        postgresql_where=sa.text("state = 'running' AND exclusive_value IS NOT NULL"),
+    ),
+    # Scheduler: messages whose expires_at passes before they finish.
+    sa.Index(
+        "messages_expires_idx",
+        "expires_at",
+        postgresql_where=sa.text(
+            "expires_at IS NOT NULL AND state IN ('invisible', 'pending', 'running')"
+        ),
+    ),
+    # Scheduler: finished messages past retention, per queue.
+    sa.Index(
+        "messages_finished_idx", "queue_id", "finished_at", postgresql_where=sa.text(TERMINAL)
+    ),
+    # Listings: newest first within a queue.
+    sa.Index("messages_queue_seq_idx", "queue_id", "seq"),
+)
+
+# Append-only record of finished messages, partitioned by day of finished_at. Queue and namespace
+# are copied by name so the record outlives the queue.
+message_history = sa.Table(
+    "message_history",
+    metadata,
+    sa.Column("namespace", sa.Text, nullable=False),
+    sa.Column("queue", sa.Text, nullable=False),
+    sa.Column("queue_id", sa.BigInteger, nullable=False),
+    sa.Column("id", sa.Text, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("priority", sa.BigInteger, nullable=False),
+    sa.Column("state", message_state, nullable=False),
+    sa.Column("payload", pg.JSONB, nullable=False),
+    sa.Column("metadata", pg.JSONB, nullable=False),
+    sa.Column("exclusive_value", sa.Text),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("max_attempts", sa.Integer, nullable=False),
+    sa.Column("enqueued_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("first_leased_at", sa.DateTime(timezone=True)),
+    sa.Column("leased_at", sa.DateTime(timezone=True)),
+    sa.Column("finished_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_error", sa.Text),
+    sa.Column(
+        "archived_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Index("message_history_queue_idx", "namespace", "queue", "finished_at"),
+    postgresql_partition_by="RANGE (finished_at)",
+)
+
+# Who runs the scheduler: one row per server process that has ever contended, for operators and
+# metrics. Leadership itself is a PostgreSQL advisory lock; this table only reports it.
+scheduler_nodes = sa.Table(
+    "scheduler_nodes",
+    metadata,
+    sa.Column("node_id", sa.Text, primary_key=True),
+    sa.Column("is_leader", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column(
+        "started_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "heartbeat_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("last_tick_at", sa.DateTime(timezone=True)),
+    prefixes=["UNLOGGED"],
+)
