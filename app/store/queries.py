@@ -479,14 +479,17 @@ MESSAGES_EXPIRE: Final[TextClause] = text(
         ORDER BY expires_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
+    ),
+    expired AS (
+        UPDATE messages m
+        SET state = 'canceled', finished_at = now(), lease_expires_at = NULL,
+            last_error = 'expired', updated_at = now()
+        FROM doomed
+        WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
+        RETURNING m.queue_id
     )
-    UPDATE messages m
-    SET state = 'canceled', finished_at = now(), lease_expires_at = NULL,
-        last_error = 'expired', updated_at = now()
-    FROM doomed
-    WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
-      AND m.state = ANY(CAST(:from_states AS message_state[]))
-    RETURNING m.queue_id
+    SELECT queue_id, count(*) AS n FROM expired GROUP BY queue_id
     """
 )
 

@@ -1,0 +1,62 @@
+"""Wiring: the one module that joins the core to the store. Edges (HTTP API, CLI, scheduler)
+get a ready :class:`QueueService` or engine from here and never build them themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from app.config import Settings
+from app.core.service import QueueService
+from app.core.validation import Limits
+from app.store.postgres import PostgresStore
+
+log = logging.getLogger("sundial.bootstrap")
+
+ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105 - a file name, not a secret
+
+
+def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
+    """An async engine for ``database_url`` with the pool settings the server uses.
+
+    ``pool_pre_ping`` lets the pool drop connections that died with a database restart, so the
+    server recovers by itself when the database comes back.
+    """
+    return create_async_engine(
+        database_url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=3600,
+    )
+
+
+def build_service(engine: AsyncEngine, settings: Settings) -> QueueService:
+    """The queue service over PostgreSQL, with the configured limits and admin token."""
+    admin = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return QueueService(
+        PostgresStore(engine),
+        limits=Limits(max_payload_bytes=settings.max_payload_bytes),
+        admin_token=admin,
+    )
+
+
+def ensure_admin_token(settings: Settings) -> tuple[str, bool]:
+    """The admin token: configured, else read from (or generated once into) the data dir.
+
+    Returns the token and whether it was generated now (so it can be printed once).
+    """
+    if settings.admin_token is not None:
+        return settings.admin_token.get_secret_value(), False
+    path = Path(settings.data_dir) / ADMIN_TOKEN_FILE
+    if path.exists():
+        return path.read_text().strip(), False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = "sdl_admin_" + secrets.token_urlsafe(32)
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
+    return token, True

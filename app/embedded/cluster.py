@@ -1,0 +1,566 @@
+"""A private, persistent PostgreSQL cluster in a directory of our own.
+
+This is the server's "embedded default": without a configured database URL,
+``sundial serve`` runs its own cluster here, and its data survives restarts.
+
+Layout of ``base_dir``::
+
+    pgdata/        the cluster (owned by the server user, mode 0700)
+    run/           unix socket directory and the server log ``postgres.log``
+    cluster.json   the chosen TCP port, reused on the next start
+    .lock          flock(2) lock serialising initdb/start/stop between processes
+
+Security: the server listens only on 127.0.0.1 and on a unix socket in the
+private ``run/`` directory (mode 0700), with ``trust`` authentication and no
+password. Any local process that can connect to 127.0.0.1 can therefore log in
+as the cluster superuser; the cluster is meant for single-user development
+machines and containers, not for shared hosts.
+
+Durability is a product guarantee: ``fsync``, ``synchronous_commit`` and
+``full_page_writes`` are always on for this cluster.
+
+When the process is root, every PostgreSQL program is run as an unprivileged
+user (see :mod:`app.embedded.privileges`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+
+from app.embedded.binaries import find_postgres_bindir
+from app.embedded.privileges import PgAccount, get_pg_account, prepare_owned_dir, run_as
+
+__all__ = ["HOST", "STOP_MODES", "ClusterError", "LocalCluster"]
+
+logger = logging.getLogger("sundial.embedded")
+
+HOST = "127.0.0.1"
+STOP_MODES = frozenset({"smart", "fast", "immediate"})
+
+SERVER_SETTINGS: dict[str, str] = {
+    "listen_addresses": HOST,
+    "max_connections": "200",
+    "shared_buffers": "128MB",
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+    "cluster_name": "sundial",
+}
+"""Settings passed with ``-c`` on every start (besides port and socket directory)."""
+
+_LOCALES = ("C.UTF-8", "C")
+_SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+_LOG_TAIL_LINES = 40
+_COMMAND_GRACE = 30.0  # extra seconds for a pg_ctl call beyond its own -t timeout
+_STATE_VERSION = 1
+_PROC = Path("/proc")
+_CONNECT_RETRY_PAUSE = 0.1
+
+
+class ClusterError(RuntimeError):
+    """Raised when the embedded cluster cannot be initialised, started or stopped."""
+
+
+class LocalCluster:
+    """One persistent private PostgreSQL cluster living in ``base_dir``.
+
+    The methods are safe to call from several processes at once (they serialise
+    on ``base_dir/.lock``) and from root or non-root processes.
+    """
+
+    def __init__(
+        self,
+        base_dir: Path,
+        *,
+        port: int | None = None,
+        bindir: Path | None = None,
+        database: str = "sundial",
+        user: str = "sundial",
+    ) -> None:
+        """Describe a cluster; nothing is created or started yet.
+
+        Args:
+            base_dir: Directory holding the cluster and its state; created if missing.
+            port: TCP port to use. If None, the port stored in ``cluster.json`` is
+                reused (or a new free one is chosen if it is taken by someone else).
+                An explicit port that is taken is an error.
+            bindir: Directory with the PostgreSQL binaries; searched for if None.
+            database: Database created for the application.
+            user: Superuser name chosen at initdb time.
+        """
+        self._base_dir = Path(os.path.abspath(base_dir))
+        self._requested_port = port
+        self._bindir_override = bindir
+        self._bindir: Path | None = None
+        self._account: PgAccount | None = None
+        self._port: int | None = port
+        self.database = database
+        self.user = user
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def base_dir(self) -> Path:
+        """The directory that holds everything of this cluster."""
+        return self._base_dir
+
+    @property
+    def data_dir(self) -> Path:
+        """The PostgreSQL data directory (``PGDATA``)."""
+        return self._base_dir / "pgdata"
+
+    @property
+    def run_dir(self) -> Path:
+        """The unix socket directory, which also holds the server log."""
+        return self._base_dir / "run"
+
+    @property
+    def log_file(self) -> Path:
+        """The server log written by ``pg_ctl -l``."""
+        return self.run_dir / "postgres.log"
+
+    @property
+    def _state_file(self) -> Path:
+        return self._base_dir / "cluster.json"
+
+    @property
+    def _lock_file(self) -> Path:
+        return self._base_dir / ".lock"
+
+    # ------------------------------------------------------------- connection
+
+    @property
+    def host(self) -> str:
+        """The address the server listens on (always ``127.0.0.1``)."""
+        return HOST
+
+    @property
+    def port(self) -> int:
+        """The TCP port of the cluster.
+
+        Read it after :meth:`start`: a stored port that is taken by another
+        program is replaced at start time.
+
+        Raises:
+            ClusterError: No port has been chosen yet (never initialised).
+        """
+        if self._port is None:
+            self._port = self._read_state_port()
+        if self._port is None:
+            raise ClusterError(
+                f"no port chosen yet for {self._base_dir}; call ensure_initialized() or start()"
+            )
+        return self._port
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """SQLAlchemy URL using the psycopg (v3) driver."""
+        return f"postgresql+psycopg://{self.user}@{HOST}:{self.port}/{self.database}"
+
+    @property
+    def libpq_dsn(self) -> str:
+        """libpq connection string, e.g. for :func:`psycopg.connect`."""
+        return f"host={HOST} port={self.port} user={self.user} dbname={self.database}"
+
+    # ------------------------------------------------------------ public API
+
+    def ensure_initialized(self) -> None:
+        """Create the cluster with initdb unless it exists, and choose its port.
+
+        The application database is created by :meth:`start`, because that needs
+        a running server.
+
+        Raises:
+            ClusterError: initdb failed or the data directory is unusable.
+            PostgresNotFound: The PostgreSQL binaries are not installed.
+        """
+        with self._locked():
+            self._ensure_initialized_locked()
+
+    def start(self, timeout: float = 30) -> None:
+        """Initialise if needed, start the server and create the database if missing.
+
+        Does nothing but the database check if the server is already running. A
+        stale ``postmaster.pid`` left by a killed server does not prevent the start.
+
+        Args:
+            timeout: Seconds to wait for the server to accept connections
+                (crash recovery counts against it).
+
+        Raises:
+            ClusterError: The server did not start; the message has the log tail.
+        """
+        with self._locked():
+            self._start_locked(timeout)
+
+    def stop(self, mode: str = "fast", timeout: float = 60) -> None:
+        """Stop the server if it is running.
+
+        Args:
+            mode: ``"smart"``, ``"fast"`` or ``"immediate"`` (no checkpoint, like a
+                crash; the next start performs recovery).
+            timeout: Seconds to wait for the server to exit.
+
+        Raises:
+            ClusterError: Unknown mode, or the server did not stop.
+        """
+        _check_mode(mode)
+        if not self._base_dir.exists():
+            return
+        with self._locked():
+            self._stop_locked(mode, timeout)
+
+    def restart(self, mode: str = "fast", timeout: float = 60) -> None:
+        """Stop the server with ``mode`` (if running), then start it.
+
+        Args:
+            mode: Stop mode, see :meth:`stop`. ``"immediate"`` simulates a crash.
+            timeout: Seconds allowed for each of stopping and starting.
+
+        Raises:
+            ClusterError: Unknown mode, or stopping/starting failed.
+        """
+        _check_mode(mode)
+        with self._locked():
+            self._stop_locked(mode, timeout)
+            self._start_locked(timeout)
+
+    def is_running(self) -> bool:
+        """Tell whether a server is running on this data directory.
+
+        On Linux the process named in ``postmaster.pid`` must exist, not be a
+        zombie and have this data directory as its working directory, so a
+        recycled pid is not mistaken for our server. Elsewhere ``pg_ctl status``
+        decides.
+
+        Returns:
+            True if the postmaster is alive.
+        """
+        pid = self._postmaster_pid()
+        if pid is None:
+            return False
+        if not _PROC.is_dir():
+            return self._pg_ctl("status", timeout=_COMMAND_GRACE).returncode == 0
+        return self._is_our_postmaster(pid)
+
+    # --------------------------------------------------------------- helpers
+
+    def _account_(self) -> PgAccount:
+        if self._account is None:
+            self._account = get_pg_account()
+        return self._account
+
+    def _bindir_(self) -> Path:
+        if self._bindir is None:
+            self._bindir = find_postgres_bindir(self._bindir_override)
+        return self._bindir
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self._base_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock_file.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                logger.info("waiting for another process using %s", self._base_dir)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _ensure_initialized_locked(self) -> None:
+        account = self._account_()
+        prepare_owned_dir(self.run_dir, account)
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(account)
+        prepare_owned_dir(self.data_dir, account)
+        if self._port is None:
+            self._port = self._read_state_port() or _free_port()
+        self._write_state(self._port)
+
+    def _initdb(self, account: PgAccount) -> None:
+        """Run initdb into a scratch directory and rename it into place.
+
+        The rename makes a half-done initdb (e.g. killed) harmless: it is redone.
+        """
+        if self.data_dir.exists():
+            if any(self.data_dir.iterdir()):
+                raise ClusterError(
+                    f"{self.data_dir} exists but is not a PostgreSQL data directory "
+                    "(no PG_VERSION); move it away or choose another directory"
+                )
+            self.data_dir.rmdir()
+        scratch = self._base_dir / "pgdata.initdb"
+        last_error = ""
+        for locale in _LOCALES:
+            shutil.rmtree(scratch, ignore_errors=True)
+            prepare_owned_dir(scratch, account)
+            result = run_as(
+                account,
+                self._initdb_argv(scratch, locale),
+                cwd=self._base_dir,
+                timeout=300,
+            )
+            if result.returncode == 0:
+                scratch.rename(self.data_dir)
+                logger.info(
+                    "initialised PostgreSQL cluster in %s (locale %s)", self.data_dir, locale
+                )
+                return
+            last_error = (result.stderr or result.stdout).strip()
+            if "locale" not in last_error.lower():
+                break
+            logger.info("initdb with locale %s failed, trying the next one", locale)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise ClusterError(f"initdb failed for {self.data_dir}:\n{last_error}")
+
+    def _initdb_argv(self, data_dir: Path, locale: str) -> list[str]:
+        return [
+            str(self._bindir_() / "initdb"),
+            "-D",
+            str(data_dir),
+            "-U",
+            self.user,
+            "-E",
+            "UTF8",
+            f"--locale={locale}",
+            "--auth=trust",
+            "--no-instructions",
+        ]
+
+    def _start_locked(self, timeout: float) -> None:
+        self._ensure_initialized_locked()
+        if self.is_running():
+            self._port = self._running_port() or self.port
+            self._write_state(self._port)
+            logger.debug("PostgreSQL in %s is already running", self.data_dir)
+        else:
+            self._remove_stale_lock_files()
+            self._port = self._port_for_start()
+            self._write_state(self._port)
+            self._pg_ctl_start(self._port, timeout)
+        self._ensure_database(timeout)
+
+    def _port_for_start(self) -> int:
+        port = self.port
+        if _port_is_free(port):
+            return port
+        if self._requested_port is not None:
+            raise ClusterError(f"port {port} on {HOST} is in use by another program")
+        new_port = _free_port()
+        logger.warning("port %d is in use by another program; using port %d", port, new_port)
+        return new_port
+
+    def _pg_ctl_start(self, port: int, timeout: float) -> None:
+        seconds = max(1, round(timeout))
+        result = self._pg_ctl(
+            "start",
+            "-w",
+            "-t",
+            str(seconds),
+            "-l",
+            str(self.log_file),
+            "-o",
+            self._server_options(port),
+            timeout=seconds + _COMMAND_GRACE,
+        )
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip()
+            raise ClusterError(
+                f"PostgreSQL in {self.data_dir} did not start (pg_ctl exit {result.returncode}):"
+                f"\n{output}\n--- last lines of {self.log_file} ---\n{self._log_tail()}"
+            )
+        logger.info("PostgreSQL started on %s:%d (data in %s)", HOST, port, self.data_dir)
+
+    def _server_options(self, port: int) -> str:
+        """Return the postgres options for ``pg_ctl -o`` (a shell-quoted string)."""
+        options = ["-p", str(port)]
+        for name, value in {**SERVER_SETTINGS, **self._socket_setting(port)}.items():
+            options += ["-c", f"{name}={value}"]
+        return shlex.join(options)
+
+    def _socket_setting(self, port: int) -> dict[str, str]:
+        socket_dir = str(self.run_dir)
+        socket_path = f"{socket_dir}/.s.PGSQL.{port}"
+        if len(socket_path) > _SOCKET_PATH_MAX or any(c in socket_dir for c in ',"\\'):
+            logger.warning(
+                "unix socket disabled: path %s is too long or has special characters; "
+                "use TCP on %s",
+                socket_path,
+                HOST,
+            )
+            return {"unix_socket_directories": ""}
+        return {"unix_socket_directories": socket_dir}
+
+    def _stop_locked(self, mode: str, timeout: float) -> None:
+        if not self.is_running():
+            return
+        seconds = max(1, round(timeout))
+        result = self._pg_ctl(
+            "stop", "-m", mode, "-w", "-t", str(seconds), timeout=seconds + _COMMAND_GRACE
+        )
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip()
+            raise ClusterError(
+                f"PostgreSQL in {self.data_dir} did not stop (mode {mode}):\n{output}\n"
+                f"--- last lines of {self.log_file} ---\n{self._log_tail()}"
+            )
+        logger.info("PostgreSQL in %s stopped (mode %s)", self.data_dir, mode)
+
+    def _pg_ctl(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        argv = [str(self._bindir_() / "pg_ctl"), *args, "-D", str(self.data_dir)]
+        return run_as(self._account_(), argv, cwd=self._base_dir, timeout=timeout)
+
+    def _ensure_database(self, timeout: float) -> None:
+        with self._connect_admin(timeout) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
+            ).fetchone()
+            if exists is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database)))
+                logger.info("created database %r", self.database)
+
+    def _connect_admin(self, timeout: float) -> psycopg.Connection[TupleRow]:
+        """Connect to the ``postgres`` database, retrying while the server starts up.
+
+        After ``pg_ctl start -w`` the first attempt succeeds; retries matter only
+        for a server found running that is still in (crash) recovery.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return psycopg.connect(
+                    host=HOST,
+                    port=self.port,
+                    user=self.user,
+                    dbname="postgres",
+                    autocommit=True,
+                    connect_timeout=max(1, round(timeout)),
+                )
+            except psycopg.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    raise ClusterError(
+                        f"PostgreSQL in {self.data_dir} is running but does not accept "
+                        f"connections on {HOST}:{self.port}: {exc}\n"
+                        f"--- last lines of {self.log_file} ---\n{self._log_tail()}"
+                    ) from exc
+                time.sleep(_CONNECT_RETRY_PAUSE)
+
+    def _postmaster_pid(self) -> int | None:
+        """Return the pid in ``postmaster.pid``, if there is one."""
+        return _read_pid(self.data_dir / "postmaster.pid")
+
+    def _is_our_postmaster(self, pid: int) -> bool:
+        """Tell whether ``pid`` is a live process working in our data directory.
+
+        The postmaster changes into its data directory at startup; a zombie or a
+        process of someone else has no readable matching ``cwd``.
+        """
+        try:
+            cwd = os.readlink(_PROC / str(pid) / "cwd")
+        except OSError:
+            return False
+        return Path(cwd) == self.data_dir.resolve()
+
+    def _remove_stale_lock_files(self) -> None:
+        """Delete lock files left by a killed server.
+
+        ``postmaster.pid`` and the socket lock ``run/.s.PGSQL.<port>.lock`` name
+        the server pid. PostgreSQL ignores them when that pid is dead, but not
+        when it is a zombie (unreaped by a container's init) or was recycled by
+        another process of the same user. Removing them is safe once our server is
+        known not to run: the server's shared-memory interlock still refuses to
+        start while processes of the old server are alive.
+        """
+        if not _PROC.is_dir():
+            return
+        for lock_file in [self.data_dir / "postmaster.pid", *self.run_dir.glob(".s.PGSQL.*.lock")]:
+            pid = _read_pid(lock_file)
+            if pid is None or self._is_our_postmaster(pid):
+                continue
+            logger.warning("removing stale %s (server pid %d is not running)", lock_file, pid)
+            lock_file.unlink(missing_ok=True)
+
+    def _running_port(self) -> int | None:
+        """Return the port recorded in ``postmaster.pid`` (4th line), if readable."""
+        try:
+            lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
+            return int(lines[3])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def _read_state_port(self) -> int | None:
+        try:
+            state = json.loads(self._state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable %s: %s", self._state_file, exc)
+            return None
+        port = state.get("port") if isinstance(state, dict) else None
+        return port if isinstance(port, int) else None
+
+    def _write_state(self, port: int) -> None:
+        if self._read_state_port() == port:
+            return
+        tmp = self._state_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"version": _STATE_VERSION, "port": port}) + "\n")
+        tmp.replace(self._state_file)
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"(log unavailable: {exc})"
+        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in STOP_MODES:
+        raise ClusterError(f"unknown stop mode {mode!r}; use one of {sorted(STOP_MODES)}")
+
+
+def _read_pid(lock_file: Path) -> int | None:
+    """Return the pid on the first line of a PostgreSQL lock file, if readable."""
+    try:
+        return int(lock_file.read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _port_is_free(port: int) -> bool:
+    """Tell whether PostgreSQL could listen on ``port`` (it uses SO_REUSEADDR too)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True

@@ -1,0 +1,157 @@
+"""The background scheduler: leadership and timing. The work itself is
+:mod:`app.store.maintenance`.
+
+Every server process runs one :class:`Scheduler`; exactly one of them leads at a time::
+
+     follower ──pg_try_advisory_lock──► leader ──tick every scheduler_tick_seconds──┐
+        ▲   (every leader_poll_seconds)   │  ▲                                       │
+        │                                 │  └───────────────────────────────────────┘
+        └──── connection lost / stop ─────┘
+
+Leadership is a session-level PostgreSQL advisory lock held by the leader's own connection, and
+the leader does its work on that same connection. If the leader process dies, its connection
+closes, PostgreSQL drops the lock, and a follower takes over at its next poll (about a second).
+If the connection breaks, the leader stops working at once, because its work needs it.
+
+Nothing depends on the leader for correctness: every maintenance statement is guarded and
+batched with SKIP LOCKED, and dequeue takes due messages by itself; one leader only avoids waste.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.config import Settings
+from app.store import maintenance, queries
+
+log = logging.getLogger("sundial.scheduler")
+
+LEADER_LOCK_KEY = 0x53756E6469616C  # "Sundial" in ASCII: the advisory lock of the leader
+HEARTBEAT_SECONDS = 1.0
+
+
+class Scheduler:
+    """Contends for leadership and, while leading, runs the maintenance passes."""
+
+    def __init__(self, engine: AsyncEngine, settings: Settings, node_id: str | None = None):
+        self.engine = engine
+        self.settings = settings
+        self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.is_leader = False
+        self.ticks = 0
+        """Maintenance ticks completed while leading (tests and metrics watch it)."""
+        self.last_tick: maintenance.TickResult | None = None
+        self._stopping = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Begin contending for leadership in the background."""
+        if self._task is None:
+            self._stopping.clear()
+            self._task = asyncio.create_task(self._run(), name=f"scheduler {self.node_id}")
+
+    async def stop(self) -> None:
+        """Stop, giving up leadership (the lock is released with the connection)."""
+        self._stopping.set()
+        if self._task is not None:
+            task, self._task = self._task, None
+            try:
+                await asyncio.wait_for(task, timeout=10)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def wait_until(self, *, leader: bool | None = None, ticks: int | None = None) -> None:
+        """Wait until this scheduler's leadership is ``leader`` and/or it has done ``ticks``."""
+
+        def reached() -> bool:
+            return (leader is None or self.is_leader == leader) and (
+                ticks is None or self.ticks >= ticks
+            )
+
+        async with self._changed:
+            await self._changed.wait_for(reached)
+
+    async def _announce(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                conn = await self.engine.connect()
+                try:
+                    await self._contend(conn)
+                finally:
+                    # Never hand a connection that may hold the lock back to the pool.
+                    await conn.invalidate()
+                    await conn.close()
+            except (sa_exc.DBAPIError, OSError) as error:
+                log.warning("scheduler %s lost its database connection: %s", self.node_id, error)
+            if self.is_leader:
+                self.is_leader = False
+                log.info("scheduler %s is no longer the leader", self.node_id)
+                await self._announce()
+            await self._pause(self.settings.leader_poll_seconds)
+
+    async def _contend(self, conn: AsyncConnection) -> None:
+        while not self._stopping.is_set():
+            acquired = (
+                await conn.execute(queries.LEADER_TRY_LOCK, {"key": LEADER_LOCK_KEY})
+            ).scalar()
+            await self._heartbeat(conn, leader=bool(acquired))
+            if acquired:
+                self.is_leader = True
+                log.info("scheduler %s is the leader", self.node_id)
+                await self._announce()
+                await self._lead(conn)
+                return
+            await self._pause(self.settings.leader_poll_seconds)
+
+    async def _lead(self, conn: AsyncConnection) -> None:
+        loop = asyncio.get_running_loop()
+        next_cleanup = loop.time()
+        next_heartbeat = loop.time() + HEARTBEAT_SECONDS
+        while not self._stopping.is_set():
+            try:
+                self.last_tick = await maintenance.tick(conn)
+                if loop.time() >= next_cleanup:
+                    moved = await maintenance.archive_finished(
+                        conn, self.settings.history_partition_days_ahead
+                    )
+                    if moved:
+                        log.info("archived %d finished messages into history", moved)
+                    next_cleanup = loop.time() + self.settings.scheduler_cleanup_seconds
+            except sa_exc.DBAPIError as error:
+                if error.connection_invalidated:
+                    raise
+                # A statement failed (e.g. a partition race); the next tick tries again.
+                log.exception("scheduler tick failed")
+                await conn.rollback()
+            if loop.time() >= next_heartbeat:
+                await self._heartbeat(conn, leader=True)
+                next_heartbeat = loop.time() + HEARTBEAT_SECONDS
+            self.ticks += 1
+            await self._announce()
+            await self._pause(self.settings.scheduler_tick_seconds)
+
+    async def _heartbeat(self, conn: AsyncConnection, *, leader: bool) -> None:
+        await conn.execute(
+            queries.SCHEDULER_NODE_HEARTBEAT, {"node_id": self.node_id, "is_leader": leader}
+        )
+        await conn.commit()

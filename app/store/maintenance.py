@@ -1,0 +1,127 @@
+"""The scheduler's work: promotion of due messages, release of expired leases, expiry, and the
+move of finished messages into history. Each function is one pass over one guarded, batched
+statement and returns how many messages it changed.
+
+All of it is safe to run concurrently with itself (``FOR UPDATE SKIP LOCKED``, state guards), so
+correctness never depends on there being exactly one scheduler; leadership only avoids waste.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.core.states import Event, allowed_from
+from app.store import queries
+
+BATCH = 5000
+"""Messages one statement changes at most; a pass repeats while batches come back full."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one scheduler tick changed."""
+
+    promoted: int = 0
+    released: int = 0
+    expired: int = 0
+
+    @property
+    def total(self) -> int:
+        """Messages changed in all."""
+        return self.promoted + self.released + self.expired
+
+
+async def _repeat(conn: AsyncConnection, stmt: TextClause, params: dict[str, object]) -> int:
+    """Run a batched statement (committing each batch) until a batch comes back short."""
+    changed = 0
+    while True:
+        result = await conn.execute(stmt, {**params, "batch": BATCH})
+        # Each statement returns one (queue_id, n) row per queue it changed.
+        batch: int = sum(row.n for row in result)
+        await conn.commit()
+        changed += batch
+        if batch < BATCH:
+            return changed
+
+
+async def promote_due(conn: AsyncConnection) -> int:
+    """invisible -> pending for every message whose ``visible_at`` has passed."""
+    return await _repeat(
+        conn, queries.MESSAGES_PROMOTE_DUE, {"from_states": allowed_from(Event.PROMOTE)}
+    )
+
+
+async def release_expired_leases(conn: AsyncConnection) -> int:
+    """running -> pending/invisible/errored for every lease past ``lease_expires_at``."""
+    return await _repeat(
+        conn, queries.MESSAGES_RELEASE_EXPIRED, {"from_states": allowed_from(Event.LEASE_EXPIRE)}
+    )
+
+
+async def expire_messages(conn: AsyncConnection) -> int:
+    """live -> canceled (``last_error = 'expired'``) for every message past ``expires_at``."""
+    return await _repeat(conn, queries.MESSAGES_EXPIRE, {"from_states": allowed_from(Event.EXPIRE)})
+
+
+async def tick(conn: AsyncConnection) -> TickResult:
+    """One pass of the time-driven transitions."""
+    return TickResult(
+        promoted=await promote_due(conn),
+        released=await release_expired_leases(conn),
+        expired=await expire_messages(conn),
+    )
+
+
+def partition_name(day: date) -> str:
+    """The history partition that holds messages finished on ``day`` (UTC)."""
+    return f"message_history_{day:%Y%m%d}"
+
+
+async def ensure_history_partitions(conn: AsyncConnection, days: set[date]) -> list[str]:
+    """Create the daily history partitions for ``days`` that do not exist yet."""
+    existing = {row.relname for row in await conn.execute(queries.HISTORY_PARTITIONS)}
+    created = []
+    for day in sorted(days):
+        name = partition_name(day)
+        if name in existing:
+            continue
+        # Identifiers and bounds come from a date, never from input.
+        await conn.execute(
+            text(
+                f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF message_history "
+                f"FOR VALUES FROM ('{day.isoformat()}T00:00:00Z') "
+                f"TO ('{(day + timedelta(days=1)).isoformat()}T00:00:00Z')"
+            )
+        )
+        created.append(name)
+    await conn.commit()
+    return created
+
+
+async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
+    """Move finished messages past their queue's retention into ``message_history``.
+
+    Partitions are made for the days the next batch touches and for ``days_ahead`` days from
+    today, so the insert never finds its partition missing.
+    """
+    today = (await conn.execute(queries.DATABASE_TODAY)).scalar_one()
+    await conn.commit()
+    await ensure_history_partitions(conn, {today + timedelta(days=n) for n in range(days_ahead)})
+    moved = 0
+    while True:
+        days = {
+            row.day for row in await conn.execute(queries.MESSAGES_ARCHIVE_DAYS, {"batch": BATCH})
+        }
+        await conn.commit()
+        if not days:
+            return moved
+        await ensure_history_partitions(conn, days)
+        result = await conn.execute(queries.MESSAGES_ARCHIVE, {"batch": BATCH})
+        await conn.commit()
+        moved += result.rowcount
+        if result.rowcount < BATCH:
+            return moved
