@@ -16,7 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Everything an operator can configure. Each field is ``SUNDIAL_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="SUNDIAL_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SUNDIAL_", env_file=".env", extra="ignore", use_attribute_docstrings=True
+    )
 
     database_url: str | None = None
     """SQLAlchemy URL of the database (``postgresql+psycopg://user:pass@host:5432/db``).
@@ -66,6 +68,21 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
     """Logging level of the server."""
+
+
+def reference_table() -> str:
+    """The configuration reference as a Markdown table (docs/operations.md embeds it)."""
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        if field.default_factory is not None:
+            default = "number of cores" if name == "workers" else "computed"
+        elif field.default is None:
+            default = "—"
+        else:
+            default = f"`{field.default}`"
+        meaning = " ".join((field.description or "").split())
+        lines.append(f"| `SUNDIAL_{name.upper()}` | {default} | {meaning} |")
+    return "\n".join(lines) + "\n"
 
 
 @lru_cache(maxsize=1)
