@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, is_dataclass
@@ -114,6 +115,9 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
             f"Sundial listening on http://{settings.host}:{settings.port}"
             f" ({settings.workers} workers); API docs at /schema"
         )
+        # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
+        # handler it found: make that a normal exit, so the embedded database is stopped too.
+        signal.signal(signal.SIGTERM, _exit_normally)
         uvicorn.run(
             "app.api.app:create_app_from_env",
             factory=True,
@@ -126,6 +130,10 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
             access_log=False,
             timeout_graceful_shutdown=25,
         )
+
+
+def _exit_normally(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 # --- database ---------------------------------------------------------------------------------

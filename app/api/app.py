@@ -1,0 +1,108 @@
+"""The Litestar application: :func:`create_app` builds it from :class:`Settings`.
+
+At startup (the lifespan) it creates the database engine (unless one is given), the queue
+service, the notification listener that wakes long-polling consumers, and, when enabled, the
+background scheduler; at shutdown it stops them in reverse order.
+
+Run it with ``uvicorn --factory app.api:create_app_from_env`` (``sundial serve`` does).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from litestar import Litestar
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.api.errors import EXCEPTION_HANDLERS
+from app.api.longpoll import WaiterRegistry
+from app.api.openapi import config as openapi_config
+from app.api.routes import ROUTERS
+from app.api.runtime import Runtime
+from app.bootstrap import build_service, create_engine
+from app.config import Settings, get_settings
+from app.scheduler import Scheduler
+from app.store import migrate
+from app.store.notifications import NotificationListener, psycopg_dsn
+
+log = logging.getLogger("sundial.api")
+
+
+def _lifespan(
+    settings: Settings, engine: AsyncEngine | None
+) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        own_engine = engine is None
+        if engine is not None:
+            db = engine
+        elif settings.database_url is not None:
+            db = create_engine(settings.database_url, settings.pool_size)
+        else:
+            raise RuntimeError(
+                "no database configured: set SUNDIAL_DATABASE_URL"
+                " (sundial serve starts the embedded database before the app)"
+            )
+        waiters = WaiterRegistry()
+        listener = NotificationListener(
+            psycopg_dsn(db.url), on_notify=waiters.notify, on_connect=waiters.notify_all
+        )
+        scheduler = Scheduler(db, settings) if settings.scheduler_enabled else None
+        app.state.runtime = Runtime(
+            engine=db,
+            service=build_service(db, settings),
+            waiters=waiters,
+            listener=listener,
+            head_revision=migrate.head_revision(),
+        )
+        try:
+            await listener.start()
+            if scheduler is not None:
+                await scheduler.start()
+            yield
+        finally:
+            waiters.close()
+            if scheduler is not None:
+                await scheduler.stop()
+            await listener.stop()
+            if own_engine:
+                await db.dispose()
+
+    return lifespan
+
+
+def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Litestar:
+    """The Sundial HTTP application.
+
+    Args:
+        settings: server configuration (database URL, admin token, limits, scheduler).
+        engine: an engine to use instead of creating one from ``settings.database_url``; the
+            caller keeps ownership (it is not disposed at shutdown).
+
+    Raises:
+        RuntimeError: at startup, when neither ``engine`` nor ``settings.database_url`` is set.
+    """
+    return Litestar(
+        route_handlers=ROUTERS,
+        lifespan=[_lifespan(settings, engine)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=openapi_config(),
+        logging_config=None,
+    )
+
+
+def create_app_from_env() -> Litestar:
+    """The application configured from the environment (:func:`app.config.get_settings`), for
+    ``uvicorn --factory``. Configures logging at ``SUNDIAL_LOG_LEVEL`` unless already set up.
+    """
+    settings = get_settings()
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # /readyz reads the schema revision through Alembic, which logs two INFO lines per call.
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+    return create_app(settings)

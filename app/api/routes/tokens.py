@@ -1,0 +1,47 @@
+"""Admin plane: namespace tokens (admin token)."""
+
+from __future__ import annotations
+
+from litestar import Router, delete, get, post
+
+from app.api.auth import require_admin
+from app.api.body import read
+from app.api.errors import error_specs
+from app.api.openapi import SECURITY, with_body
+from app.api.runtime import AnyRequest, PathStr, service
+from app.api.schemas import IssuedTokenOut, TokenIssue, TokenList, TokenOut
+
+_AUTH = (401, 403)
+
+
+@post(
+    "/",
+    status_code=201,
+    operation_class=with_body(TokenIssue),
+    responses=error_specs(400, *_AUTH, 404, 413),
+)
+async def issue_token(request: AnyRequest, ns: PathStr) -> IssuedTokenOut:
+    """Issue a namespace token. Its secret (`token`) is in this answer and never again."""
+    body = await read(request, TokenIssue)
+    return IssuedTokenOut.of(await service(request).issue_token(ns, body.label, body.expires_at))
+
+
+@get("/", responses=error_specs(*_AUTH, 404))
+async def list_tokens(request: AnyRequest, ns: PathStr) -> TokenList:
+    """A namespace's tokens, without their secrets."""
+    return TokenList([TokenOut.of(t) for t in await service(request).list_tokens(ns)])
+
+
+@delete("/{token_id:str}", responses=error_specs(*_AUTH, 404))
+async def revoke_token(request: AnyRequest, ns: PathStr, token_id: PathStr) -> None:
+    """Revoke a token: it stops working at once."""
+    await service(request).revoke_token(ns, token_id)
+
+
+router = Router(
+    "/v1/namespaces/{ns:str}/tokens",
+    route_handlers=[issue_token, list_tokens, revoke_token],
+    before_request=require_admin,
+    security=SECURITY,
+    tags=["admin"],
+)

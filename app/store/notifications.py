@@ -1,0 +1,138 @@
+"""The one LISTEN connection of a server process.
+
+Enqueue, promotion of due messages and lease release ``NOTIFY sundial_ready, '<queue id>'`` at
+commit (:data:`app.store.queries.NOTIFY_CHANNEL`). :class:`NotificationListener` keeps a single
+autocommit psycopg connection listening on that channel and hands each queue id to a callback;
+the HTTP layer fans it out to the requests long-polling that queue.
+
+The listener outlives database restarts: when its connection breaks it reconnects with
+exponential backoff, and after every (re)connection it calls ``on_connect`` so that waiters
+re-check the database (notifications sent while it was away are lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import psycopg
+from psycopg import sql
+from sqlalchemy.engine import URL, make_url
+
+from app.store.queries import NOTIFY_CHANNEL
+
+log = logging.getLogger("sundial.notifications")
+
+KEEPALIVE_SECONDS = 15.0
+"""How long the connection may sit idle before a ``SELECT 1`` proves it is still alive."""
+
+CONNECT_TIMEOUT_SECONDS = 5
+MIN_BACKOFF_SECONDS = 0.1
+MAX_BACKOFF_SECONDS = 5.0
+
+
+def psycopg_dsn(url: str | URL) -> str:
+    """A libpq connection string for a SQLAlchemy URL (``postgresql+psycopg://…``)."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class NotificationListener:
+    """LISTENs on one channel and calls ``on_notify(queue_id)`` for every notification.
+
+    Args:
+        dsn: libpq connection string (see :func:`psycopg_dsn`).
+        on_notify: called with the payload as an ``int`` (payloads that are not are ignored).
+        on_connect: called after every successful (re)connection.
+        channel: the channel to LISTEN on.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        on_notify: Callable[[int], None],
+        on_connect: Callable[[], None],
+        *,
+        channel: str = NOTIFY_CHANNEL,
+    ) -> None:
+        self._dsn = dsn
+        self._on_notify = on_notify
+        self._on_connect = on_connect
+        self._channel = channel
+        self._task: asyncio.Task[None] | None = None
+        self._attempted = asyncio.Event()
+        self._changed = asyncio.Event()
+        self.connections = 0
+        """How many times the listener has connected (tests wait for it to grow)."""
+        self.backend_pid: int | None = None
+        """The server process id of the current LISTEN connection, ``None`` while down."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether the listener is LISTENing now."""
+        return self.backend_pid is not None
+
+    async def start(self) -> None:
+        """Start listening in the background; returns after the first connection attempt, so
+        that a server whose database is up receives notifications from its first request."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="sundial-listener")
+            await self._attempted.wait()
+
+    async def stop(self) -> None:
+        """Stop listening and close the connection."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def wait_connected(self, count: int) -> None:
+        """Wait until the listener has connected at least ``count`` times."""
+        while self.connections < count:
+            await self._changed.wait()
+
+    async def _run(self) -> None:
+        backoff = MIN_BACKOFF_SECONDS
+        while True:
+            connections = self.connections
+            try:
+                await self._listen()
+            except (psycopg.Error, OSError) as error:
+                log.warning("notification listener: connection failed or lost: %s", error)
+            except Exception:  # the listener must survive any surprise
+                log.exception("notification listener failed")
+            finally:
+                self.backend_pid = None
+                self._attempted.set()
+            if self.connections > connections:
+                backoff = MIN_BACKOFF_SECONDS  # it was up: retry quickly, then back off
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    async def _listen(self) -> None:
+        conn = await psycopg.AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+        )
+        async with conn:
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+            self.backend_pid = conn.info.backend_pid
+            self.connections += 1
+            self._changed.set()
+            self._changed = asyncio.Event()
+            self._attempted.set()
+            log.info("listening for %s notifications", self._channel)
+            self._on_connect()
+            while True:
+                async for notify in conn.notifies(timeout=KEEPALIVE_SECONDS):
+                    self._dispatch(notify.payload)
+                await conn.execute("SELECT 1")
+
+    def _dispatch(self, payload: str) -> None:
+        try:
+            queue_id = int(payload)
+        except ValueError:
+            log.warning("ignoring notification with payload %r", payload)
+            return
+        self._on_notify(queue_id)
