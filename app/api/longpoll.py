@@ -155,18 +155,16 @@ async def dequeue(
         return await service.dequeue(
             namespace, queue_name, count=count, lease_seconds=lease, metadata=metadata
         )
-    validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
-    if lease is not None:
-        validation.integer("lease_seconds", lease, 1, validation.MAX_LEASE_SECONDS)
-    metadata = validation.metadata("metadata", metadata)
-    queue = await service.get_queue_or_404(namespace, queue_name)
+    plan = await service.plan_dequeue(
+        namespace, queue_name, count=count, lease_seconds=lease, metadata=metadata
+    )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     watcher: asyncio.Task[None] | None = None
-    with registry.subscribe(queue.id) as waiter:
+    with registry.subscribe(plan.queue.id) as waiter:
         try:
             while not waiter.closed:
-                leased = await service.dequeue_from(queue, count, lease, metadata)
+                leased = await service.dequeue_planned(plan)
                 remaining = deadline - loop.time()
                 if leased or remaining <= 0:
                     return leased
@@ -174,7 +172,10 @@ async def dequeue(
                     watcher = asyncio.create_task(_watch_disconnect(receive, waiter))
                 woken = await waiter.wait(min(registry.fallback_seconds, remaining))
                 if not woken and not waiter.closed and loop.time() < deadline:
-                    queue = await service.get_queue_or_404(namespace, queue_name)
+                    # Re-read the queue now and then: its pause switch may have changed.
+                    plan = await service.plan_dequeue(
+                        namespace, queue_name, count=count, lease_seconds=lease, metadata=metadata
+                    )
             return []
         finally:
             if watcher is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,16 @@ DEAD_LETTER_STATES = frozenset({State.ERRORED, State.CANCELED})
 
 
 @dataclass(frozen=True, slots=True)
+class DequeuePlan:
+    """A validated dequeue request with its resolved queue."""
+
+    queue: Queue
+    count: int
+    lease_seconds: int | None
+    metadata: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class QueueDetail:
     """A queue with its live statistics."""
 
@@ -65,6 +76,11 @@ class QueueDetail:
 def hash_secret(secret: str) -> bytes:
     """How token secrets are stored: SHA-256 (secrets carry 256 random bits)."""
     return hashlib.sha256(secret.encode()).digest()
+
+
+def _could_exist(pattern: re.Pattern[str], value: str) -> bool:
+    """Whether ``value`` is a well-formed name or id; one that is not was never stored."""
+    return pattern.fullmatch(value) is not None
 
 
 def _lease_uuid(lease_id: str | None) -> str | None:
@@ -118,13 +134,16 @@ class QueueService:
 
     async def delete_namespace(self, name: str) -> None:
         """Delete a namespace with everything in it."""
-        if not await self.store.delete_namespace(name):
+        if not _could_exist(validation.NAME_PATTERN, name) or not await self.store.delete_namespace(
+            name
+        ):
             raise NotFoundError(f"namespace {name!r} does not exist", namespace=name)
 
     async def issue_token(
         self, namespace: str, label: str = "", expires_at: datetime | None = None
     ) -> IssuedToken:
         """Issue a namespace token; its secret is returned now and never again."""
+        await self._require_namespace(namespace)
         validation.text("label", label, 200)
         if expires_at is not None:
             validation.aware("expires_at", expires_at)
@@ -145,13 +164,20 @@ class QueueService:
             raise NotFoundError(f"token {token_id!r} does not exist", token_id=token_id)
 
     async def _require_namespace(self, namespace: str) -> None:
-        if not await self.store.namespace_exists(namespace):
+        if not _could_exist(validation.NAME_PATTERN, namespace) or not (
+            await self.store.namespace_exists(namespace)
+        ):
             raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
 
     # --- queues -----------------------------------------------------------------------------
 
     async def get_queue_or_404(self, namespace: str, name: str) -> Queue:
         """The queue, or NotFoundError."""
+        if not (
+            _could_exist(validation.NAME_PATTERN, namespace)
+            and _could_exist(validation.NAME_PATTERN, name)
+        ):
+            raise NotFoundError(f"queue {namespace}/{name} does not exist", queue=name)
         queue = await self.store.get_queue(namespace, name)
         if queue is None:
             raise NotFoundError(f"queue {namespace}/{name} does not exist", queue=name)
@@ -195,7 +221,10 @@ class QueueService:
         validation.queue_config(merged)
         if not checked:
             return queue
-        return await self.store.update_queue(queue.id, checked)
+        updated = await self.store.update_queue(queue.id, checked)
+        if queue.config.dequeue_paused and not updated.config.dequeue_paused:
+            await self.store.wake(queue.id)
+        return updated
 
     async def delete_queue(self, namespace: str, name: str) -> None:
         """Delete a queue and its messages."""
@@ -278,6 +307,24 @@ class QueueService:
 
     # --- consuming ----------------------------------------------------------------------------
 
+    async def plan_dequeue(
+        self,
+        namespace: str,
+        queue_name: str,
+        *,
+        count: int = 1,
+        lease_seconds: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> DequeuePlan:
+        """Validate a dequeue request and resolve its queue (a long poll plans once, then
+        dequeues as often as it is woken)."""
+        validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
+        if lease_seconds is not None:
+            validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
+        wanted = validation.metadata("metadata", metadata or {})
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        return DequeuePlan(queue, count, lease_seconds, wanted)
+
     async def dequeue(
         self,
         namespace: str,
@@ -288,20 +335,16 @@ class QueueService:
         metadata: Mapping[str, str] | None = None,
     ) -> list[LeasedMessage]:
         """Lease up to ``count`` visible messages; none while the queue is dequeue-paused."""
-        validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
-        if lease_seconds is not None:
-            validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
-        wanted = validation.metadata("metadata", metadata or {})
-        queue = await self.get_queue_or_404(namespace, queue_name)
-        return await self.dequeue_from(queue, count, lease_seconds, wanted)
+        plan = await self.plan_dequeue(
+            namespace, queue_name, count=count, lease_seconds=lease_seconds, metadata=metadata
+        )
+        return await self.dequeue_planned(plan)
 
-    async def dequeue_from(
-        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
-    ) -> list[LeasedMessage]:
-        """Dequeue from a resolved, validated queue (the long-poll loop calls this again)."""
-        if queue.config.dequeue_paused:
+    async def dequeue_planned(self, plan: DequeuePlan) -> list[LeasedMessage]:
+        """Run a planned dequeue (again and again, for a long poll)."""
+        if plan.queue.config.dequeue_paused:
             return []
-        return await self.store.dequeue(queue, count, lease_seconds, metadata)
+        return await self.store.dequeue(plan.queue, plan.count, plan.lease_seconds, plan.metadata)
 
     async def complete(
         self, namespace: str, queue_name: str, message_id: str, lease_id: str
@@ -311,7 +354,7 @@ class QueueService:
         Completing again with the lease that completed it returns the message unchanged, so a
         consumer can safely retry a complete whose answer it lost.
         """
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         lease = _lease_uuid(lease_id)
         message = await self.store.complete(queue, message_id, lease)
         if message is not None:
@@ -340,7 +383,7 @@ class QueueService:
             validation.integer(
                 "retry_delay_seconds", retry_delay_seconds, 0, validation.MAX_DELAY_SECONDS
             )
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.fail(
             queue, message_id, _lease_uuid(lease_id), error, retry_delay_seconds
         )
@@ -354,7 +397,7 @@ class QueueService:
     ) -> Message:
         """Heartbeat: the lease now expires ``lease_seconds`` from now."""
         validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.extend(queue, message_id, _lease_uuid(lease_id), lease_seconds)
         if message is not None:
             return message
@@ -375,16 +418,22 @@ class QueueService:
             if item.error is not None:
                 validation.text(f"fail[{index}].error", item.error)
         queue = await self.get_queue_or_404(namespace, queue_name)
+
+        def well_formed(items: Sequence[LeaseRef]) -> list[LeaseRef]:
+            return [i for i in items if _could_exist(validation.MESSAGE_ID_PATTERN, i.id)]
+
         completed = await self.store.complete_many(
-            queue, [(i.id, _lease_uuid(i.lease_id)) for i in complete]
+            queue, [(i.id, _lease_uuid(i.lease_id)) for i in well_formed(complete)]
         )
         failed = await self.store.fail_many(
-            queue, [(i.id, _lease_uuid(i.lease_id), i.error) for i in fail]
+            queue, [(i.id, _lease_uuid(i.lease_id), i.error) for i in well_formed(fail)]
         )
         refused = [i.id for i in complete if i.id not in completed]
         refused += [i.id for i in fail if i.id not in failed]
         known: set[str] = set()
         for message_id in set(refused):
+            if not _could_exist(validation.MESSAGE_ID_PATTERN, message_id):
+                continue
             if await self.store.guard_state(queue, message_id) is not None:
                 known.add(message_id)
 
@@ -400,7 +449,7 @@ class QueueService:
 
     async def get_message(self, namespace: str, queue_name: str, message_id: str) -> Message:
         """One message, in any state."""
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.get_message(queue, message_id)
         if message is None:
             raise self._message_not_found(queue, message_id)
@@ -411,7 +460,7 @@ class QueueService:
     ) -> Message:
         """Change a message that is still waiting (invisible or pending)."""
         validation.message_changes(changes, self.limits)
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         key = queue.config.exclusive_key
         if key is not None and changes.metadata is not None and not changes.metadata.get(key):
             raise ValidationError(f"metadata.{key}", "is required in this exclusive queue")
@@ -429,7 +478,7 @@ class QueueService:
 
     async def delete_message(self, namespace: str, queue_name: str, message_id: str) -> None:
         """Remove a message in any state (a running lease becomes invalid)."""
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         if not await self.store.delete_message(queue, message_id):
             raise self._message_not_found(queue, message_id)
 
@@ -446,7 +495,7 @@ class QueueService:
         """Cancel a live message; a running one needs its current lease or ``force``."""
         if reason is not None:
             validation.text("reason", reason)
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.cancel(queue, message_id, _lease_uuid(lease_id), force, reason)
         if message is not None:
             return message
@@ -467,7 +516,7 @@ class QueueService:
     ) -> Message:
         """Send a dead letter (errored or canceled) back to the queue with attempts reset."""
         validation.integer("delay_seconds", delay_seconds, 0, validation.MAX_DELAY_SECONDS)
-        queue = await self.get_queue_or_404(namespace, queue_name)
+        queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.requeue(queue, message_id, delay_seconds)
         if message is not None:
             return message
@@ -511,6 +560,13 @@ class QueueService:
         queue = await self.get_queue_or_404(namespace, queue_name)
         return await self.store.query(queue, spec)
 
+    async def _queue_with_message(self, namespace: str, queue_name: str, message_id: str) -> Queue:
+        """The queue, after checking that ``message_id`` could name a message at all."""
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        if not _could_exist(validation.MESSAGE_ID_PATTERN, message_id):
+            raise self._message_not_found(queue, message_id)
+        return queue
+
     # --- errors -----------------------------------------------------------------------------
 
     @staticmethod
@@ -531,4 +587,4 @@ class QueueService:
         )
 
 
-__all__ = ["LIVE_STATES", "QueueDetail", "QueueService", "hash_secret"]
+__all__ = ["LIVE_STATES", "DequeuePlan", "QueueDetail", "QueueService", "hash_secret"]

@@ -114,6 +114,10 @@ def payload(field: str, value: bytes, limits: Limits) -> bytes:
             field=field,
             limit=limits.max_payload_bytes,
         )
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValidationError(field, "must be UTF-8 encoded JSON") from None
     if b"\\u0000" in value and _has_escaped_nul(value):
         raise ValidationError(field, "must not contain the NUL character \\u0000")
     return value

@@ -102,6 +102,8 @@ def _queue_params(queue: Queue) -> dict[str, Any]:
         "queue_lease": config.lease_seconds,
         "queue_retry_delay": config.retry_delay_seconds,
         "queue_retry_delay_max": config.retry_delay_max_seconds,
+        # Finishing a running message of an exclusive queue frees its value: wake consumers.
+        "frees_value": config.kind == "exclusive",
     }
 
 
@@ -138,6 +140,13 @@ class PostgresStore:
             async with self.engine.begin() as conn:
                 yield conn
         except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as error:
+            log.warning("database unavailable: %s", error)
+            raise UnavailableError("the database is unavailable; retry later") from error
+        except sa_exc.TimeoutError as error:
+            # Every pooled connection is busy: the server is overloaded, not broken.
+            log.warning("database pool exhausted: %s", error)
+            raise UnavailableError("the server is busy; retry later") from error
+        except sa_exc.DisconnectionError as error:
             log.warning("database unavailable: %s", error)
             raise UnavailableError("the database is unavailable; retry later") from error
         except sa_exc.DataError as error:
@@ -506,11 +515,15 @@ class PostgresStore:
 
     async def delete_message(self, queue: Queue, message_id: str) -> bool:
         """Remove a message in any state."""
+        params = {**_queue_params(queue), "id": message_id}
         async with self._transaction() as conn:
-            result = await conn.execute(
-                queries.MESSAGE_DELETE, {"queue_id": queue.id, "id": message_id}
-            )
+            result = await conn.execute(queries.MESSAGE_DELETE, params)
             return result.first() is not None
+
+    async def wake(self, queue_id: int) -> None:
+        """Tell long-polling consumers of the queue to look again."""
+        async with self._transaction() as conn:
+            await conn.execute(queries.QUEUE_WAKE, {"queue_id": queue_id})
 
     async def complete_many(
         self, queue: Queue, items: Sequence[tuple[str, str | None]]
@@ -519,7 +532,7 @@ class PostgresStore:
         if not items:
             return set()
         params = {
-            "queue_id": queue.id,
+            **_queue_params(queue),
             "ids": [i for i, _ in items],
             "lease_ids": [lease for _, lease in items],
             "from_states": allowed_from(Event.COMPLETE),
@@ -552,7 +565,7 @@ class PostgresStore:
         """Requeue up to ``limit`` dead letters in ``states`` (optionally only ``ids``)."""
         allowed = set(allowed_from(Event.REQUEUE))
         params = {
-            "queue_id": queue.id,
+            **_queue_params(queue),
             "states": [str(s) for s in states if str(s) in allowed],
             "ids": list(ids) if ids is not None else None,
             "limit": limit,

@@ -26,6 +26,27 @@ MESSAGE_COLUMNS_SQL = """
 NOTIFY_CHANNEL: Final = "sundial_ready"
 """Channel that announces "queue N has new visible messages" to long-polling consumers."""
 
+
+def _waking(change: str, before: str = "") -> str:
+    """Wrap a data-changing statement (with RETURNING, including ``state``) so that it also
+    wakes long-polling consumers of the queue when it made a message ready (``pending``) or may
+    have freed an exclusive value (``:frees_value``, true for exclusive queues).
+
+    ``before`` holds CTEs the change reads from (a data-changing CTE must be at the top level).
+    The notification is delivered at commit; counting ``wake`` forces the CTE to run.
+    """
+    return f"""
+    WITH {before} changed AS ({change}),
+    wake AS (
+        SELECT pg_notify('{NOTIFY_CHANNEL}', CAST(:queue_id AS text))
+        WHERE EXISTS (
+            SELECT 1 FROM changed
+            WHERE changed.state = 'pending' OR CAST(:frees_value AS boolean))
+    )
+    SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) FROM wake) AS woken
+    """
+
+
 # --- queues ---------------------------------------------------------------------------------
 
 QUEUE_GET: Final[TextClause] = text(
@@ -240,12 +261,14 @@ MESSAGE_GET: Final[TextClause] = text(
 )
 
 MESSAGE_COMPLETE: Final[TextClause] = text(
-    f"""
+    _waking(
+        f"""
     UPDATE messages m
     SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
     WHERE m.queue_id = :queue_id AND m.id = :id AND {_LEASE_IS_CURRENT}
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
+    )
 )
 
 # Where the attempt goes is states.retry_target(): errored when attempts are used up, else
@@ -259,7 +282,8 @@ _RETRY_DELAY = """
 _ATTEMPTS_LEFT = "m.attempts < coalesce(m.max_attempts, CAST(:queue_max_attempts AS integer))"
 
 MESSAGE_FAIL: Final[TextClause] = text(
-    f"""
+    _waking(
+        f"""
     UPDATE messages m
     SET state = CASE WHEN NOT ({_ATTEMPTS_LEFT}) THEN 'errored'
                      WHEN {_RETRY_DELAY} > 0 THEN 'invisible'
@@ -274,6 +298,7 @@ MESSAGE_FAIL: Final[TextClause] = text(
     WHERE m.queue_id = :queue_id AND m.id = :id AND {_LEASE_IS_CURRENT}
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
+    )
 )
 
 MESSAGE_EXTEND: Final[TextClause] = text(
@@ -288,7 +313,8 @@ MESSAGE_EXTEND: Final[TextClause] = text(
 
 # A running message is canceled only with its current lease or with force.
 MESSAGE_CANCEL: Final[TextClause] = text(
-    f"""
+    _waking(
+        f"""
     UPDATE messages m
     SET state = 'canceled', finished_at = now(), lease_expires_at = NULL,
         last_error = coalesce(:reason, 'canceled'), updated_at = now()
@@ -298,6 +324,7 @@ MESSAGE_CANCEL: Final[TextClause] = text(
            OR (m.lease_id = CAST(:lease_id AS uuid) AND m.lease_expires_at > now()))
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
+    )
 )
 
 # A dead letter (errored or canceled) starts a new life: attempts reset, no lease, no expiry.
@@ -310,36 +337,42 @@ _REQUEUE_SET = """
 """
 
 MESSAGE_REQUEUE: Final[TextClause] = text(
-    f"""
+    _waking(
+        f"""
     UPDATE messages m {_REQUEUE_SET}
     WHERE m.queue_id = :queue_id AND m.id = :id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
+    )
 )
 
 # Bulk requeue of dead letters, oldest first, optionally restricted to ids.
 MESSAGES_REQUEUE: Final[TextClause] = text(
-    f"""
-    WITH picked AS (
-        SELECT id FROM messages
-        WHERE queue_id = :queue_id AND state = ANY(CAST(:states AS message_state[]))
-          AND (CAST(:ids AS text[]) IS NULL OR id = ANY(CAST(:ids AS text[])))
-        ORDER BY finished_at
-        LIMIT :limit
-        FOR UPDATE SKIP LOCKED
+    _waking(
+        before="""
+        picked AS (
+            SELECT id FROM messages
+            WHERE queue_id = :queue_id AND state = ANY(CAST(:states AS message_state[]))
+              AND (CAST(:ids AS text[]) IS NULL OR id = ANY(CAST(:ids AS text[])))
+            ORDER BY finished_at
+            LIMIT :limit
+            FOR UPDATE SKIP LOCKED
+        ),""",
+        change=f"""
+        UPDATE messages m {_REQUEUE_SET}
+        FROM picked
+        WHERE m.queue_id = :queue_id AND m.id = picked.id
+        RETURNING m.state::text AS state
+        """,
     )
-    UPDATE messages m {_REQUEUE_SET}
-    FROM picked
-    WHERE m.queue_id = :queue_id AND m.id = picked.id
-    RETURNING m.state::text AS state
-    """
 )
 
 # PATCH of a waiting message. Moving visible_at moves it between invisible and pending; in an
 # exclusive queue the exclusive value follows the metadata.
 MESSAGE_UPDATE: Final[TextClause] = text(
-    f"""
+    _waking(
+        f"""
     UPDATE messages m
     SET priority = coalesce(CAST(:priority AS bigint), m.priority),
         payload = coalesce(CAST(:payload AS jsonb), m.payload),
@@ -355,28 +388,40 @@ MESSAGE_UPDATE: Final[TextClause] = text(
       AND m.state = ANY(CAST(:from_states AS message_state[]))
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
+    )
 )
 
+# Deleting a running message of an exclusive queue frees its value.
 MESSAGE_DELETE: Final[TextClause] = text(
-    "DELETE FROM messages WHERE queue_id = :queue_id AND id = :id RETURNING id"
+    _waking(
+        "DELETE FROM messages WHERE queue_id = :queue_id AND id = :id "
+        "RETURNING id, state::text AS state"
+    )
+)
+
+QUEUE_WAKE: Final[TextClause] = text(
+    f"SELECT pg_notify('{NOTIFY_CHANNEL}', CAST(:queue_id AS text))"
 )
 
 # Batch acknowledgement: every item is its own guarded transition, all in one statement.
 # unnest() pairs ids with their lease_ids; only items whose lease is current change.
 MESSAGES_COMPLETE_MANY: Final[TextClause] = text(
-    """
+    _waking(
+        """
     UPDATE messages m
     SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
     FROM unnest(CAST(:ids AS text[]), CAST(:lease_ids AS uuid[])) AS a(id, lease_id)
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
-    RETURNING m.id
+    RETURNING m.id, m.state::text AS state
     """
+    )
 )
 
 MESSAGES_FAIL_MANY: Final[TextClause] = text(
-    f"""
+    _waking(
+        f"""
     UPDATE messages m
     SET state = CASE WHEN NOT ({_ATTEMPTS_LEFT}) THEN 'errored'
                      WHEN {_RETRY_DELAY} > 0 THEN 'invisible'
@@ -395,6 +440,7 @@ MESSAGES_FAIL_MANY: Final[TextClause] = text(
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
     RETURNING m.id, m.state::text AS state
     """
+    )
 )
 
 # Why a guarded statement changed nothing: the caller reads the row's state and lease.

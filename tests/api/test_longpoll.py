@@ -191,3 +191,45 @@ async def test_long_poll_validates_before_waiting(alpha: Caller, queue: str) -> 
         "/v1/namespaces/alpha/queues/nope/dequeue", json={"wait_seconds": 5}
     )
     assert response.status_code == 404
+
+
+async def test_waiting_consumer_is_woken_when_a_failed_message_returns(
+    alpha: Caller, queue: str
+) -> None:
+    registry = alpha.runtime.waiters
+    registry.fallback_seconds = 60  # only a notification can wake the consumer in time
+    qid = await queue_id(alpha)
+    await enqueue(alpha, queue, "retry-me")
+    (leased,), _ = await consume(alpha, queue)
+    consumer = asyncio.create_task(consume(alpha, queue, wait_seconds=5))
+    await asyncio.wait_for(registry.wait_for_waiting(qid, 1), TIMEOUT)
+    failed = await alpha.post(
+        f"{queue}/messages/retry-me/fail", json={"lease_id": leased["lease_id"]}
+    )
+    assert failed.status_code == 200, failed.text
+    assert failed.json()["state"] == "pending"
+    messages, _ = await asyncio.wait_for(consumer, TIMEOUT)
+    assert [(m["id"], m["attempt"]) for m in messages] == [("retry-me", 2)]
+
+
+async def test_waiting_consumer_is_woken_when_an_exclusive_value_is_freed(
+    alpha: Caller,
+) -> None:
+    queue = f"/v1/namespaces/{alpha.namespace}/queues/builds"
+    created = await alpha.put(queue, json={"kind": "exclusive", "exclusive_key": "project"})
+    assert created.status_code == 201, created.text
+    registry = alpha.runtime.waiters
+    registry.fallback_seconds = 60
+    qid = await queue_id(alpha, "builds")
+    for message_id in ("first", "second"):
+        await enqueue(alpha, queue, message_id, metadata={"project": "web"})
+    (running,), _ = await consume(alpha, queue)
+    # "second" is pending but blocked behind "first": the consumer must wait.
+    consumer = asyncio.create_task(consume(alpha, queue, wait_seconds=5))
+    await asyncio.wait_for(registry.wait_for_waiting(qid, 1), TIMEOUT)
+    done = await alpha.post(
+        f"{queue}/messages/{running['id']}/complete", json={"lease_id": running["lease_id"]}
+    )
+    assert done.status_code == 200, done.text
+    messages, _ = await asyncio.wait_for(consumer, TIMEOUT)
+    assert [m["id"] for m in messages] == ["second"]
