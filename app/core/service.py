@@ -428,22 +428,31 @@ class QueueService:
         failed = await self.store.fail_many(
             queue, [(i.id, _lease_uuid(i.lease_id), i.error) for i in well_formed(fail)]
         )
-        refused = [i.id for i in complete if i.id not in completed]
-        refused += [i.id for i in fail if i.id not in failed]
-        known: set[str] = set()
-        for message_id in set(refused):
-            if not _could_exist(validation.MESSAGE_ID_PATTERN, message_id):
-                continue
-            if await self.store.guard_state(queue, message_id) is not None:
-                known.add(message_id)
+        # Each item is judged by its own (id, lease) pair: a stale lease listed next to the
+        # current one for the same id is refused, as fencing requires.
+        refused = {i.id for i in complete if (i.id, _lease_uuid(i.lease_id)) not in completed}
+        refused |= {i.id for i in fail if (i.id, _lease_uuid(i.lease_id)) not in failed}
+        guards = {
+            message_id: await self.store.guard_state(queue, message_id)
+            for message_id in sorted(refused)
+            if _could_exist(validation.MESSAGE_ID_PATTERN, message_id)
+        }
 
-        def result(item: LeaseRef, done: set[str]) -> AckResult:
-            if item.id in done:
+        def result(item: LeaseRef, done: set[tuple[str, str]], *, completing: bool) -> AckResult:
+            lease = _lease_uuid(item.lease_id)
+            if (item.id, lease) in done:
                 return AckResult(item.id, ok=True)
-            code = LeaseMismatchError.code if item.id in known else NotFoundError.code
-            return AckResult(item.id, ok=False, error=code)
+            guard = guards.get(item.id)
+            if guard is None:
+                return AckResult(item.id, ok=False, error=NotFoundError.code)
+            if completing and guard.state is State.COMPLETED and lease and guard.lease_id == lease:
+                # The same idempotent retry that complete() accepts.
+                return AckResult(item.id, ok=True)
+            return AckResult(item.id, ok=False, error=LeaseMismatchError.code)
 
-        return [result(i, completed) for i in complete] + [result(i, failed) for i in fail]
+        return [result(i, completed, completing=True) for i in complete] + [
+            result(i, failed, completing=False) for i in fail
+        ]
 
     # --- managing messages ----------------------------------------------------------------------
 

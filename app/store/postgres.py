@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import msgspec
 import sqlalchemy as sa
@@ -112,6 +113,22 @@ def _is_unique_violation(error: sa_exc.DBAPIError, constraint: str) -> bool:
     return isinstance(orig, pg_errors.UniqueViolation) and orig.diag.constraint_name == constraint
 
 
+def _translate(error: sa_exc.DBAPIError) -> Exception:
+    """The core's view of a driver error; errors that are bugs pass through unchanged."""
+    # SQLSTATE class 40, transaction rollback: deadlock_detected, serialization_failure, ...
+    if str(getattr(error.orig, "sqlstate", "") or "").startswith("40"):
+        return TransientConflictError("the transaction conflicted with another; retry")
+    if isinstance(error, sa_exc.DataError):
+        # Input PostgreSQL refuses that validation did not foresee: still the client's.
+        return ValidationError("request", str(error.orig).splitlines()[0])
+    if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) or (
+        error.connection_invalidated
+    ):
+        log.warning("database unavailable: %s", error)
+        return UnavailableError("the database is unavailable; retry later")
+    return error
+
+
 def _encode_cursor(values: Sequence[int]) -> str:
     return base64.urlsafe_b64encode(_json.encode(list(values))).decode().rstrip("=")
 
@@ -127,6 +144,38 @@ def _decode_cursor(cursor: str, size: int) -> list[int]:
     return values
 
 
+TRANSIENT_RETRIES = 5
+"""Attempts of a transaction that PostgreSQL rolled back for a deadlock or serialization
+failure. Every store method is one transaction, all-or-nothing, so running it again is safe."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TransientConflictError(UnavailableError):
+    """PostgreSQL rolled the transaction back (deadlock, serialization failure); retry it."""
+
+
+def retry_transient(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Run a one-transaction store method again when PostgreSQL rolls it back for a deadlock
+    or serialization failure (SQLSTATE class 40)."""
+
+    @functools.wraps(method)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(1, TRANSIENT_RETRIES + 1):
+            try:
+                return await method(*args, **kwargs)
+            except TransientConflictError:
+                if attempt == TRANSIENT_RETRIES:
+                    raise
+                log.info("transaction conflict in %s, attempt %d", method.__name__, attempt)
+        raise AssertionError("unreachable")
+
+    return run
+
+
 class PostgresStore:
     """Implements :class:`app.core.ports.Store` on PostgreSQL through SQLAlchemy + psycopg."""
 
@@ -135,23 +184,22 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
-        """One transaction; connection loss becomes UnavailableError."""
+        """One transaction, with driver errors translated into the core's."""
         try:
             async with self.engine.begin() as conn:
                 yield conn
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as error:
-            log.warning("database unavailable: %s", error)
-            raise UnavailableError("the database is unavailable; retry later") from error
         except sa_exc.TimeoutError as error:
             # Every pooled connection is busy: the server is overloaded, not broken.
             log.warning("database pool exhausted: %s", error)
             raise UnavailableError("the server is busy; retry later") from error
-        except sa_exc.DisconnectionError as error:
+        except sa_exc.DBAPIError as error:
+            translated = _translate(error)
+            if translated is error:
+                raise
+            raise translated from error
+        except OSError as error:
             log.warning("database unavailable: %s", error)
             raise UnavailableError("the database is unavailable; retry later") from error
-        except sa_exc.DataError as error:
-            # Input PostgreSQL refuses that validation did not foresee: still the client's.
-            raise ValidationError("request", str(error.orig).splitlines()[0]) from error
 
     # --- namespaces and tokens ------------------------------------------------------------------
 
@@ -315,6 +363,7 @@ class PostgresStore:
             ).scalar()
         return float(age) if age is not None else None
 
+    @retry_transient
     async def purge(self, queue_id: int, states: Sequence[State]) -> int:
         """Delete a queue's messages in the given states."""
         async with self._transaction() as conn:
@@ -325,6 +374,7 @@ class PostgresStore:
 
     # --- messages ---------------------------------------------------------------------------
 
+    @retry_transient
     async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]:
         """Insert new messages (ids unique within the batch); existing ids are reported."""
         params = {
@@ -359,6 +409,7 @@ class PostgresStore:
                 outcomes.append(EnqueueOutcome(r.id, existing[r.id], created=False))
         return outcomes
 
+    @retry_transient
     async def dequeue(
         self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
     ) -> list[LeasedMessage]:
@@ -418,6 +469,7 @@ class PostgresStore:
             return None
         return GuardState(State(row.state), row.lease_id, bool(row.live))
 
+    @retry_transient
     async def _transition(
         self, stmt: sa.TextClause, queue: Queue, message_id: str, event: Event, **params: Any
     ) -> Message | None:
@@ -513,6 +565,7 @@ class PostgresStore:
             visible_at=changes.visible_at,
         )
 
+    @retry_transient
     async def delete_message(self, queue: Queue, message_id: str) -> bool:
         """Remove a message in any state."""
         params = {**_queue_params(queue), "id": message_id}
@@ -525,10 +578,11 @@ class PostgresStore:
         async with self._transaction() as conn:
             await conn.execute(queries.QUEUE_WAKE, {"queue_id": queue_id})
 
+    @retry_transient
     async def complete_many(
         self, queue: Queue, items: Sequence[tuple[str, str | None]]
-    ) -> set[str]:
-        """Complete every (id, lease_id) whose lease is current; returns the ids completed."""
+    ) -> set[tuple[str, str]]:
+        """Complete every (id, lease_id) whose lease is current; returns those pairs."""
         if not items:
             return set()
         params = {
@@ -539,12 +593,13 @@ class PostgresStore:
         }
         async with self._transaction() as conn:
             result = await conn.execute(queries.MESSAGES_COMPLETE_MANY, params)
-            return {row.id for row in result}
+            return {(row.id, row.lease_id) for row in result}
 
+    @retry_transient
     async def fail_many(
         self, queue: Queue, items: Sequence[tuple[str, str | None, str | None]]
-    ) -> set[str]:
-        """Fail every (id, lease_id, error) whose lease is current; returns the ids failed."""
+    ) -> set[tuple[str, str]]:
+        """Fail every (id, lease_id, error) whose lease is current; returns (id, lease_id)."""
         if not items:
             return set()
         params = {
@@ -557,8 +612,9 @@ class PostgresStore:
         }
         async with self._transaction() as conn:
             result = await conn.execute(queries.MESSAGES_FAIL_MANY, params)
-            return {row.id for row in result}
+            return {(row.id, row.lease_id) for row in result}
 
+    @retry_transient
     async def requeue_many(
         self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
     ) -> int:

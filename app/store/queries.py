@@ -218,11 +218,18 @@ WITH candidate AS MATERIALIZED (
     ) AS due
 ),
 one_per_value AS (
-    SELECT DISTINCT ON (exclusive_value) id, priority, seq FROM candidate
+    SELECT DISTINCT ON (exclusive_value) id, priority, seq, exclusive_value FROM candidate
     ORDER BY exclusive_value, priority, seq
 ),
 picked AS (
-    SELECT id FROM one_per_value ORDER BY priority, seq LIMIT :count
+    SELECT id FROM one_per_value
+    -- A non-blocking lock per value: when two claims pick the same idle value, the second
+    -- skips it instead of queueing behind the first on the unique index (two claims taking
+    -- two values in opposite orders would deadlock there). Volatile, so it is evaluated
+    -- here, on this batch's values only.
+    WHERE pg_try_advisory_xact_lock(
+        hashtextextended(CAST(:queue_id AS text) || '/' || exclusive_value, 0))
+    ORDER BY priority, seq LIMIT :count
 )
 """
 
@@ -414,7 +421,7 @@ MESSAGES_COMPLETE_MANY: Final[TextClause] = text(
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
-    RETURNING m.id, m.state::text AS state
+    RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
     """
     )
 )
@@ -438,7 +445,7 @@ MESSAGES_FAIL_MANY: Final[TextClause] = text(
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
-    RETURNING m.id, m.state::text AS state
+    RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
     """
     )
 )
