@@ -47,7 +47,7 @@ class TestDatabase:
         name = f"t_{os.getpid()}_{next(_counter)}"
         with psycopg.connect(self.admin_dsn(), autocommit=True) as conn:
             if template:
-                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
             else:
                 conn.execute(f'CREATE DATABASE "{name}"')
         return name
