@@ -9,7 +9,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from limits import parse
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,6 +49,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, ge=4096)
     """Largest HTTP request body, in bytes."""
 
+    rate_limit: str | None = None
+    """Requests each token (and the admin) may make per worker process, e.g. ``500/second`` or
+    ``20000/minute``; over it the answer is 429 ``rate_limited``. Unset: no limit."""
+
     pool_size: int = Field(default=10, ge=1, le=200)
     """Database connections per worker process."""
 
@@ -68,6 +73,13 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
     """Logging level of the server."""
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse(value)  # raises ValueError with the reason
+        return value
 
 
 def reference_table() -> str:

@@ -14,7 +14,7 @@ def test_operations_guide_has_the_current_settings_reference() -> None:
     text = (ROOT / "docs" / "operations.md").read_text()
     match = re.search(r"<!-- settings:start -->\n(.*?)<!-- settings:end -->", text, re.S)
     assert match, "docs/operations.md lost its settings markers"
-    assert match.group(1) == reference_table(), "regenerate the table from app.config"
+    assert match.group(1) == reference_table(), "run scripts/update_docs.py"
 
 
 def test_readme_links_resolve() -> None:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.api.errors import EXCEPTION_HANDLERS
 from app.api.longpoll import WaiterRegistry
 from app.api.openapi import config as openapi_config
+from app.api.ratelimit import RateLimiter
 from app.api.routes import ROUTERS
 from app.api.runtime import Runtime
 from app.bootstrap import build_service, create_engine
@@ -56,6 +57,7 @@ def _lifespan(
             waiters=waiters,
             listener=listener,
             head_revision=migrate.head_revision(),
+            rate_limiter=RateLimiter(settings.rate_limit) if settings.rate_limit else None,
         )
         try:
             await listener.start()

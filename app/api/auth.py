@@ -15,7 +15,7 @@ from typing import Any
 from litestar.connection import ASGIConnection
 
 from app.api.errors import ForbiddenError, UnauthorizedError
-from app.api.runtime import service
+from app.api.runtime import runtime, service
 from app.core.models import Principal
 
 SCHEME = "bearer"
@@ -49,6 +49,9 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> Princi
     principal = await service(connection).authenticate(bearer_token(connection))
     if principal is None:
         raise UnauthorizedError("unknown, expired or revoked token")
+    limiter = runtime(connection).rate_limiter
+    if limiter is not None:
+        await limiter.check(principal)
     return principal
 
 

@@ -20,6 +20,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ExceptionHandlersMap
 from sqlalchemy import exc as sa_exc
 
+from app.api.ratelimit import RateLimitedError
 from app.core.errors import SundialError, UnavailableError
 
 log = logging.getLogger("sundial.api")
@@ -120,7 +121,11 @@ def error_response(
 
 def _sundial_error(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     assert isinstance(exc, SundialError)
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, UnauthorizedError) else None
+    headers = None
+    if isinstance(exc, UnauthorizedError):
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, RateLimitedError):
+        headers = {"Retry-After": str(exc.retry_after)}
     return error_response(exc.code, exc.message, exc.details, headers=headers)
 
 

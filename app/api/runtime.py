@@ -13,6 +13,7 @@ from litestar.params import FromPath
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.longpoll import WaiterRegistry
+from app.api.ratelimit import RateLimiter
 from app.core.service import QueueService
 from app.store.notifications import NotificationListener
 
@@ -26,6 +27,7 @@ class Runtime:
     waiters: WaiterRegistry
     listener: NotificationListener
     head_revision: str | None
+    rate_limiter: RateLimiter | None = None
 
 
 def runtime(connection: ASGIConnection[Any, Any, Any, Any]) -> Runtime:

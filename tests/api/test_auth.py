@@ -3,6 +3,10 @@ namespaces, revocation at once."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from tests.api.conftest import Caller, assert_error, namespace_caller
 from tests.conftest import ADMIN_TOKEN
 
@@ -118,3 +122,65 @@ async def test_operations_need_no_token(anonymous: Caller) -> None:
     assert (await anonymous.get("/healthz")).status_code == 200
     assert (await anonymous.get("/readyz")).status_code == 200
     assert (await anonymous.get("/schema/openapi.json")).status_code == 200
+
+
+async def test_matrix_of_every_endpoint_and_every_kind_of_caller(admin: Caller) -> None:
+    """Every endpoint by {no token, bad token, revoked token, other namespace's token, own
+    namespace's token, admin}: the expected class of answer for each cell."""
+    alpha = await namespace_caller(admin, "alpha")
+    beta = await namespace_caller(admin, "beta")
+    issued = (await admin.post("/v1/namespaces/alpha/tokens", json={"label": "doomed"})).json()
+    revoked = Caller(admin.client, admin.app, issued["token"], namespace="alpha")
+    await admin.delete(f"/v1/namespaces/alpha/tokens/{issued['id']}")
+    assert_error(await revoked.get("/v1/namespaces/alpha/queues"), 401, "unauthorized")
+    no_token = Caller(admin.client, admin.app, None)
+    bad_token = Caller(admin.client, admin.app, "sdl_not-a-real-token")
+
+    def expect(caller: str, plane: str) -> int | None:
+        """The status a cell must have, or None for "passes auth" (any non-401/403)."""
+        if caller in ("none", "bad", "revoked"):
+            return 401
+        if caller == "admin" or (caller == "own" and plane == "data"):
+            return None
+        return 403
+
+    callers = {
+        "none": no_token,
+        "bad": bad_token,
+        "revoked": revoked,
+        "other": beta,
+        "own": alpha,
+        "admin": admin,
+    }
+    cells = 0
+    for plane, endpoints in (("data", DATA_PLANE), ("admin", ADMIN_PLANE)):
+        for method, path, body in endpoints:
+            for name, caller in callers.items():
+                if plane == "admin" and method == "DELETE" and name in ("own", "admin"):
+                    continue  # would delete the namespace the rest of the matrix uses
+                response = await caller.request(method, path.format(ns="alpha"), json=body)
+                wanted = expect(name, plane)
+                cell = f"{method} {path} as {name}: {response.status_code} {response.text}"
+                if wanted is None:
+                    assert response.status_code not in (401, 403), cell
+                    assert response.status_code < 500, cell
+                else:
+                    assert response.status_code == wanted, cell
+                cells += 1
+    assert cells >= 140
+
+
+async def test_token_secrets_never_reach_the_logs(
+    admin: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    alpha = await namespace_caller(admin, "alpha")
+    await alpha.put(Q.format(ns="alpha"), json={})
+    await alpha.post(Q.format(ns="alpha") + "/messages", json={"messages": [{"id": "a"}]})
+    await alpha.get("/v1/namespaces/beta/queues")  # refused: 403
+    wrong = Caller(admin.client, admin.app, alpha.token + "x")
+    await wrong.get("/v1/namespaces/alpha/queues")  # refused: 401
+    assert caplog.records, "nothing was logged: the check would be empty"
+    for secret in (ADMIN_TOKEN, alpha.token):
+        assert secret is not None
+        assert secret not in caplog.text
