@@ -9,6 +9,7 @@ Run it with ``uvicorn --factory app.api:create_app_from_env`` (``sundial serve``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -26,7 +27,7 @@ from app.bootstrap import build_service, create_engine
 from app.config import Settings, get_settings
 from app.scheduler import Scheduler
 from app.store import migrate
-from app.store.notifications import NotificationListener, psycopg_dsn
+from app.store.notifications import ListenerRegistrations, NotificationListener, psycopg_dsn
 
 log = logging.getLogger("sundial.api")
 
@@ -48,8 +49,9 @@ def _lifespan(
             )
         waiters = WaiterRegistry()
         listener = NotificationListener(
-            psycopg_dsn(db.url), on_notify=waiters.notify, on_connect=waiters.notify_all
+            psycopg_dsn(db.url), on_notify=waiters.notify, on_connect=waiters.reconnected
         )
+        waiters.registrar = ListenerRegistrations(db, listener)
         scheduler = Scheduler(db, settings) if settings.scheduler_enabled else None
         app.state.runtime = Runtime(
             engine=db,
@@ -59,12 +61,14 @@ def _lifespan(
             head_revision=migrate.head_revision(),
             rate_limiter=RateLimiter(settings.rate_limit) if settings.rate_limit else None,
         )
+        sweeper = asyncio.create_task(waiters.run_sweeper(), name="sundial-waiter-sweeper")
         try:
             await listener.start()
             if scheduler is not None:
                 await scheduler.start()
             yield
         finally:
+            sweeper.cancel()
             waiters.close()
             if scheduler is not None:
                 await scheduler.stop()

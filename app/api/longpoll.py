@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from litestar.types import Receive
 
@@ -28,7 +30,11 @@ from app.core import validation
 from app.core.models import LeasedMessage
 from app.core.service import QueueService
 
+log = logging.getLogger("sundial.longpoll")
+
 FALLBACK_SECONDS = 1.0
+IDLE_SECONDS = 30.0
+"""How long a queue stays registered for notifications after its last waiting request."""
 
 
 class Waiter:
@@ -69,14 +75,84 @@ class Waiter:
         return True
 
 
-class WaiterRegistry:
-    """The long-polling requests of this process, by queue id."""
+class Registrar(Protocol):
+    """Where a process registers the queues it wants notifications for."""
 
-    def __init__(self, fallback_seconds: float = FALLBACK_SECONDS) -> None:
+    async def register(self, queue_id: int) -> bool: ...
+    async def unregister(self, queue_id: int) -> None: ...
+
+
+class WaiterRegistry:
+    """The long-polling requests of this process, by queue id.
+
+    Statements notify a queue only while some process has registered interest in it, so busy
+    consumers (which find messages without waiting) cost producers nothing. A request registers
+    its queue just before it parks (:meth:`before_park`); queues nobody has waited on for
+    :attr:`idle_seconds` are unregistered by :meth:`sweep`.
+    """
+
+    def __init__(
+        self,
+        fallback_seconds: float = FALLBACK_SECONDS,
+        registrar: Registrar | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
         self.fallback_seconds = fallback_seconds
+        self.idle_seconds = idle_seconds
+        self.registrar = registrar
+        """Where queues are registered for notifications (None: every statement notifies)."""
         self._by_queue: dict[int, set[Waiter]] = {}
         self._closed = False
         self._changed = asyncio.Event()
+        self._registered: set[int] = set()
+        self._last_park: dict[int, float] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def before_park(self, queue_id: int) -> bool:
+        """Make sure notifications for ``queue_id`` reach this process before a request parks.
+
+        Returns True when it registered just now: the caller must then look for a message
+        once more, since one may have been committed by a producer that checked for listeners
+        before the registration was visible.
+        """
+        self._last_park[queue_id] = asyncio.get_running_loop().time()
+        if self.registrar is None or queue_id in self._registered:
+            return False
+        async with self._locks.setdefault(queue_id, asyncio.Lock()):
+            if queue_id in self._registered:
+                return False
+            if await self.registrar.register(queue_id):
+                self._registered.add(queue_id)
+                return True
+            return False
+
+    async def sweep(self) -> None:
+        """Unregister queues nobody in this process has waited on for ``idle_seconds``."""
+        if self.registrar is None:
+            return
+        now = asyncio.get_running_loop().time()
+        for queue_id in list(self._registered):
+            idle = now - self._last_park.get(queue_id, now) > self.idle_seconds
+            if not idle or self._by_queue.get(queue_id):
+                continue
+            async with self._locks.setdefault(queue_id, asyncio.Lock()):
+                if queue_id in self._registered and not self._by_queue.get(queue_id):
+                    self._registered.discard(queue_id)
+                    await self.registrar.unregister(queue_id)
+
+    async def run_sweeper(self) -> None:
+        """Sweep every half ``idle_seconds``, forever (a background task of the server)."""
+        while True:
+            await asyncio.sleep(self.idle_seconds / 2)
+            try:
+                await self.sweep()
+            except Exception:  # a failed sweep retries at the next round
+                log.warning("could not unregister idle queues", exc_info=True)
+
+    def reconnected(self) -> None:
+        """The LISTEN connection is new (new pid): register again, and look again now."""
+        self._registered.clear()
+        self.notify_all()
 
     def notify(self, queue_id: int) -> None:
         """Wake the requests waiting on ``queue_id`` (something may be ready there)."""
@@ -168,6 +244,8 @@ async def dequeue(
                 remaining = deadline - loop.time()
                 if leased or remaining <= 0:
                     return leased
+                if await registry.before_park(plan.queue.id):
+                    continue  # just registered: look once more before parking
                 if watcher is None and receive is not None:
                     watcher = asyncio.create_task(_watch_disconnect(receive, waiter))
                 woken = await waiter.wait(min(registry.fallback_seconds, remaining))

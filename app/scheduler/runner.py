@@ -136,6 +136,7 @@ class Scheduler:
                     )
                     if moved:
                         log.info("archived %d finished messages into history", moved)
+                    await maintenance.prune_listeners(conn)
                     next_cleanup = loop.time() + self.settings.scheduler_cleanup_seconds
             except sa_exc.DBAPIError as error:
                 if error.connection_invalidated:

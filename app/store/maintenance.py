@@ -125,3 +125,10 @@ async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
         moved += result.rowcount
         if result.rowcount < BATCH:
             return moved
+
+
+async def prune_listeners(conn: AsyncConnection) -> int:
+    """Forget notification registrations of LISTEN connections that no longer exist."""
+    result = await conn.execute(queries.LISTENERS_PRUNE)
+    await conn.commit()
+    return result.rowcount

@@ -8,6 +8,10 @@ the HTTP layer fans it out to the requests long-polling that queue.
 The listener outlives database restarts: when its connection breaks it reconnects with
 exponential backoff, and after every (re)connection it calls ``on_connect`` so that waiters
 re-check the database (notifications sent while it was away are lost).
+
+Statements notify only queues some process has registered interest in
+(:class:`ListenerRegistrations`, table ``queue_listeners``), keyed by the backend pid of that
+process's LISTEN connection; a reconnection gets a new pid and registers again.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.queries import NOTIFY_CHANNEL
+from app.store.queries import LISTENER_REGISTER, LISTENER_UNREGISTER, NOTIFY_CHANNEL
 
 log = logging.getLogger("sundial.notifications")
 
@@ -136,3 +141,33 @@ class NotificationListener:
             log.warning("ignoring notification with payload %r", payload)
             return
         self._on_notify(queue_id)
+
+
+class ListenerRegistrations:
+    """Rows of ``queue_listeners``: which queues this process's LISTEN connection wants
+    notifications for. Statements NOTIFY only queues that have a row (see migration 0002)."""
+
+    def __init__(self, engine: AsyncEngine, listener: NotificationListener) -> None:
+        self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._listener = listener
+
+    @property
+    def pid(self) -> int | None:
+        """The backend pid of the LISTEN connection, ``None`` while it is down."""
+        return self._listener.backend_pid
+
+    async def register(self, queue_id: int) -> bool:
+        """Ask for notifications of ``queue_id``; False when the listener is down."""
+        pid = self.pid
+        if pid is None:
+            return False
+        async with self._engine.connect() as conn:
+            await conn.execute(LISTENER_REGISTER, {"queue_id": queue_id, "pid": pid})
+        return True
+
+    async def unregister(self, queue_id: int) -> None:
+        """Stop asking for notifications of ``queue_id``."""
+        pid = self.pid
+        if pid is not None:
+            async with self._engine.connect() as conn:
+                await conn.execute(LISTENER_UNREGISTER, {"queue_id": queue_id, "pid": pid})

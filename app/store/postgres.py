@@ -181,12 +181,17 @@ class PostgresStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # Every store call is one self-contained statement (the second statement of enqueue is
+        # a read), so each runs in autocommit: its own durable transaction, without the BEGIN
+        # and COMMIT round trips a transaction block would add.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection]:
-        """One transaction, with driver errors translated into the core's."""
+        """A connection whose every statement is its own transaction, with driver errors
+        translated into the core's."""
         try:
-            async with self.engine.begin() as conn:
+            async with self._autocommit.connect() as conn:
                 yield conn
         except sa_exc.TimeoutError as error:
             # Every pooled connection is busy: the server is overloaded, not broken.

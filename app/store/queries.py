@@ -27,6 +27,13 @@ NOTIFY_CHANNEL: Final = "sundial_ready"
 """Channel that announces "queue N has new visible messages" to long-polling consumers."""
 
 
+# NOTIFY only when a server process has consumers waiting on the queue: a NOTIFY holds a
+# database-wide lock through its transaction's commit, which would serialise every enqueue.
+_SOMEONE_LISTENS = (
+    "EXISTS (SELECT 1 FROM queue_listeners WHERE queue_id = CAST(:queue_id AS bigint))"
+)
+
+
 def _waking(change: str, before: str = "") -> str:
     """Wrap a data-changing statement (with RETURNING, including ``state``) so that it also
     wakes long-polling consumers of the queue when it made a message ready (``pending``) or may
@@ -42,6 +49,7 @@ def _waking(change: str, before: str = "") -> str:
         WHERE EXISTS (
             SELECT 1 FROM changed
             WHERE changed.state = 'pending' OR CAST(:frees_value AS boolean))
+          AND {_SOMEONE_LISTENS}
     )
     SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) FROM wake) AS woken
     """
@@ -101,10 +109,11 @@ QUEUE_OLDEST_PENDING_AGE: Final[TextClause] = text(
 # One statement for a whole batch: unnest() turns the column arrays into rows, in request order
 # (WITH ORDINALITY ... ORDER BY keeps seq, the tie-breaker, in that order). ON CONFLICT DO NOTHING
 # makes a repeated id a no-op, so a retried enqueue never duplicates; RETURNING lists only the
-# rows created here. When one of them is visible now, the statement also NOTIFYs long-polling
-# consumers (delivered at commit); that branch yields one row of NULLs, which the caller skips.
+# rows created here. When one of them is visible now and a server has consumers waiting on the
+# queue, the statement also NOTIFYs them (delivered at commit); that branch yields one row of
+# NULLs, which the caller skips.
 MESSAGES_ENQUEUE: Final[TextClause] = text(
-    """
+    f"""
     WITH input AS (
         SELECT m.*, coalesce(m.visible_at_given, now() + make_interval(secs => m.delay_seconds))
                     AS visible_at
@@ -124,7 +133,7 @@ MESSAGES_ENQUEUE: Final[TextClause] = text(
         SELECT CAST(:queue_id AS bigint), id,
                coalesce(priority, (extract(epoch FROM now()) * 1000)::bigint),
                CASE WHEN visible_at > now() THEN 'invisible' ELSE 'pending' END::message_state,
-               coalesce(payload, 'null'::jsonb), coalesce(metadata, '{}'::jsonb),
+               coalesce(payload, 'null'::jsonb), coalesce(metadata, '{{}}'::jsonb),
                exclusive_value, max_attempts, lease_seconds, visible_at,
                coalesce(expires_at, now() + make_interval(secs => ttl_seconds))
         FROM input ORDER BY ord
@@ -134,6 +143,7 @@ MESSAGES_ENQUEUE: Final[TextClause] = text(
     wake AS (
         SELECT pg_notify('sundial_ready', CAST(:queue_id AS text))
         WHERE EXISTS (SELECT 1 FROM inserted WHERE state = 'pending')
+          AND {_SOMEONE_LISTENS}
     )
     SELECT id, state::text AS state FROM inserted
     UNION ALL
@@ -404,6 +414,26 @@ MESSAGE_DELETE: Final[TextClause] = text(
         "DELETE FROM messages WHERE queue_id = :queue_id AND id = :id "
         "RETURNING id, state::text AS state"
     )
+)
+
+LISTENER_REGISTER: Final[TextClause] = text(
+    """
+    INSERT INTO queue_listeners (queue_id, listener_pid)
+    SELECT id, :pid FROM queues WHERE id = :queue_id
+    ON CONFLICT DO NOTHING
+    """
+)
+
+LISTENER_UNREGISTER: Final[TextClause] = text(
+    "DELETE FROM queue_listeners WHERE queue_id = :queue_id AND listener_pid = :pid"
+)
+
+# Registrations of LISTEN connections that no longer exist (their server died or reconnected).
+LISTENERS_PRUNE: Final[TextClause] = text(
+    """
+    DELETE FROM queue_listeners
+    WHERE listener_pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+    """
 )
 
 QUEUE_WAKE: Final[TextClause] = text(

@@ -203,3 +203,19 @@ scheduler_nodes = sa.Table(
     sa.Column("last_tick_at", sa.DateTime(timezone=True)),
     prefixes=["UNLOGGED"],
 )
+
+# Server processes with long-polling consumers waiting on a queue, by the backend pid of their
+# LISTEN connection: statements NOTIFY only queues someone listens to (see migration 0002).
+queue_listeners = sa.Table(
+    "queue_listeners",
+    metadata,
+    sa.Column(
+        "queue_id",
+        sa.BigInteger,
+        sa.ForeignKey("queues.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("listener_pid", sa.Integer, primary_key=True),
+    sa.Column("since", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    prefixes=["UNLOGGED"],
+)
