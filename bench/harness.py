@@ -1,0 +1,402 @@
+"""The bench's machinery: its own durable PostgreSQL, the real ``sundial serve`` process, the
+load generator and pgbench as separate processes, and the CPU/RSS accounting of every process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import psycopg
+
+from app.embedded import LocalCluster, find_postgres_bindir
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+SUNDIAL = Path(sys.executable).parent / "sundial"
+NAMESPACE = "bench"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100) of ``values``; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def median(values: list[float]) -> float | None:
+    clean = sorted(v for v in values if v is not None)
+    if not clean:
+        return None
+    mid = len(clean) // 2
+    return clean[mid] if len(clean) % 2 else (clean[mid - 1] + clean[mid]) / 2
+
+
+# --- processes and their CPU ---------------------------------------------------------------------
+
+
+def _cpu(proc: psutil.Process, *, children_reaped: bool = False) -> float:
+    try:
+        times = proc.cpu_times()
+    except psutil.Error:
+        return 0.0
+    total = times.user + times.system
+    if children_reaped:
+        total += times.children_user + times.children_system
+    return total
+
+
+@dataclass
+class CpuSnapshot:
+    at: float
+    server_workers: dict[int, float]
+    server_master: float
+    postgres: float
+    loadavg: tuple[float, float, float]
+
+
+@dataclass
+class Server:
+    """The running ``sundial serve`` and the database it uses."""
+
+    cluster: LocalCluster
+    process: subprocess.Popen[bytes]
+    base: str
+    token: str
+    log: Path
+    workers: int
+
+    def worker_processes(self) -> list[psutil.Process]:
+        try:
+            master = psutil.Process(self.process.pid)
+            children = master.children(recursive=True)
+        except psutil.Error:
+            return []
+        # uvicorn's multiprocess supervisor spawns the workers; multiprocessing may also start
+        # a resource tracker, which is not a worker (it never imports the app).
+        return [c for c in children if "resource_tracker" not in " ".join(_cmdline(c))]
+
+    def postmaster(self) -> psutil.Process | None:
+        pid_file = self.cluster.data_dir / "postmaster.pid"
+        try:
+            return psutil.Process(int(pid_file.read_text().split()[0]))
+        except (OSError, ValueError, psutil.Error):
+            return None
+
+    def snapshot(self) -> CpuSnapshot:
+        workers = {p.pid: _cpu(p) for p in self.worker_processes()}
+        master = _cpu(psutil.Process(self.process.pid))
+        pg = 0.0
+        postmaster = self.postmaster()
+        if postmaster is not None:
+            # Backends that exited were reaped by the postmaster: their CPU is in its children
+            # times; live backends are counted one by one.
+            pg = _cpu(postmaster, children_reaped=True)
+            pg += sum(_cpu(child) for child in postmaster.children())
+        return CpuSnapshot(time.monotonic(), workers, master, pg, os.getloadavg())
+
+    def rss_mb(self) -> dict[int, float]:
+        out = {}
+        for proc in self.worker_processes():
+            try:
+                out[proc.pid] = proc.memory_info().rss / 2**20
+            except psutil.Error:
+                continue
+        return out
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
+def cpu_delta(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, Any]:
+    wall = after.at - before.at
+    workers = {
+        str(pid): round(after.server_workers[pid] - before.server_workers.get(pid, 0.0), 2)
+        for pid in after.server_workers
+    }
+    return {
+        "wall_s": round(wall, 2),
+        "server_workers_cpu_s": workers,
+        "server_cpu_s": round(
+            sum(workers.values()) + after.server_master - before.server_master, 2
+        ),
+        "postgres_cpu_s": round(after.postgres - before.postgres, 2),
+        "loadavg_before": [round(x, 2) for x in before.loadavg],
+        "loadavg_after": [round(x, 2) for x in after.loadavg],
+    }
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --- environment ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Environment:
+    """A temp dir with a private durable PostgreSQL and one Sundial server on it."""
+
+    workers: int = 2
+    taskset: str | None = None
+    keep: bool = False
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sundial-bench-")))
+    cluster: LocalCluster | None = None
+    server: Server | None = None
+    pg_version: str = ""
+
+    def start(self) -> Server:
+        self.cluster = LocalCluster(self.root / "postgres")
+        self.cluster.ensure_initialized()
+        self.cluster.start()
+        with self.connect() as conn:
+            self.pg_version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+            settings = dict(
+                conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name IN "
+                    "('fsync','synchronous_commit','full_page_writes','shared_buffers',"
+                    "'max_connections','wal_level')"
+                ).fetchall()
+            )
+            assert settings["fsync"] == "on", settings
+            assert settings["synchronous_commit"] == "on", settings
+            self.pg_settings = settings
+        self.server = self._serve()
+        return self.server
+
+    def connect(self, autocommit: bool = True) -> psycopg.Connection[Any]:
+        assert self.cluster is not None
+        return psycopg.connect(self.cluster.libpq_dsn, autocommit=autocommit)
+
+    @property
+    def dsn(self) -> str:
+        assert self.cluster is not None
+        return self.cluster.libpq_dsn
+
+    def _serve(self) -> Server:
+        assert self.cluster is not None
+        port = free_port()
+        token = secrets.token_urlsafe(24)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SUNDIAL_")}
+        env.update(
+            SUNDIAL_DATABASE_URL=self.cluster.sqlalchemy_url,
+            SUNDIAL_ADMIN_TOKEN=token,
+            SUNDIAL_PORT=str(port),
+            SUNDIAL_WORKERS=str(self.workers),
+            SUNDIAL_LOG_LEVEL="WARNING",
+            SUNDIAL_DATA_DIR=str(self.root / "data"),
+        )
+        log = self.root / "serve.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [str(SUNDIAL), "serve"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        server = Server(self.cluster, process, base, token, log, self.workers)
+        # Wait until every worker answers (each has its own pool and listener).
+        deadline = time.monotonic() + 60
+        while len(server.worker_processes()) < self.workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+        admin = {"Authorization": f"Bearer {token}"}
+        httpx.post(f"{base}/v1/namespaces", json={"name": NAMESPACE}, headers=admin, timeout=10)
+        answer = httpx.post(
+            f"{base}/v1/namespaces/{NAMESPACE}/tokens",
+            json={"label": "bench"},
+            headers=admin,
+            timeout=10,
+        )
+        answer.raise_for_status()
+        server.token = answer.json()["token"]
+        return server
+
+    def stop(self) -> None:
+        if self.server is not None and self.server.process.poll() is None:
+            self.server.process.send_signal(signal.SIGTERM)
+            try:
+                self.server.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.server.process.kill()
+                self.server.process.wait()
+        if self.cluster is not None:
+            self.cluster.stop(mode="fast")
+        if not self.keep:
+            subprocess.run(["rm", "-rf", str(self.root)], check=False)
+
+    # --- helpers the workloads use ------------------------------------------------------------
+
+    def headers(self) -> dict[str, str]:
+        assert self.server is not None
+        return {"Authorization": f"Bearer {self.server.token}"}
+
+    def queue_path(self, name: str) -> str:
+        return f"/v1/namespaces/{NAMESPACE}/queues/{name}"
+
+    def create_queue(self, name: str, **config: Any) -> int:
+        assert self.server is not None
+        answer = httpx.put(
+            f"{self.server.base}{self.queue_path(name)}",
+            json=config,
+            headers=self.headers(),
+            timeout=30,
+        )
+        answer.raise_for_status()
+        with self.connect() as conn:
+            row = conn.execute(
+                "SELECT id FROM queues WHERE namespace = %s AND name = %s", (NAMESPACE, name)
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def drop_queue(self, queue_id: int) -> None:
+        with self.connect() as conn:
+            conn.execute("DELETE FROM messages WHERE queue_id = %s", (queue_id,))
+            conn.execute("DELETE FROM queues WHERE id = %s", (queue_id,))
+
+    def checkpoint(self) -> None:
+        with self.connect() as conn:
+            conn.execute("CHECKPOINT")
+
+    def counts(self, queue_id: int) -> dict[str, int]:
+        with self.connect() as conn:
+            rows = conn.execute(
+                "SELECT state::text, count(*) FROM messages WHERE queue_id = %s GROUP BY 1",
+                (queue_id,),
+            ).fetchall()
+        return {state: int(n) for state, n in rows}
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return ["taskset", "-c", self.taskset, *argv] if self.taskset else argv
+
+    def loadgen(self, spec: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
+        """Run the load generator (a separate process) with ``spec``; its JSON result, plus the
+        CPU of the server workers, PostgreSQL and the generator itself during the run."""
+        assert self.server is not None
+        spec = {"base": self.server.base, "token": self.server.token, "dsn": self.dsn, **spec}
+        before = self.server.snapshot()
+        child_before = children_cpu()
+        proc = subprocess.run(
+            self.wrap([sys.executable, "-m", "bench.loadgen"]),
+            input=json.dumps(spec).encode(),
+            capture_output=True,
+            cwd=ROOT,
+            timeout=timeout,
+            check=False,
+        )
+        after = self.server.snapshot()
+        if proc.returncode != 0:
+            raise RuntimeError(f"loadgen failed ({spec['mode']}):\n{proc.stderr.decode()[-3000:]}")
+        result: dict[str, Any] = json.loads(proc.stdout)
+        result["cpu"] = cpu_delta(before, after)
+        result["cpu"]["loadgen_cpu_s"] = round(children_cpu() - child_before, 2)
+        return result
+
+    def pgbench(
+        self,
+        script: str,
+        *,
+        clients: int,
+        defines: dict[str, Any],
+        seconds: float | None = None,
+        transactions: int | None = None,
+    ) -> dict[str, Any]:
+        """Run pgbench (prepared mode) with one of bench/pgbench/*.sql; tps, latencies, CPU."""
+        assert self.cluster is not None
+        assert self.server is not None
+        bindir = find_postgres_bindir()
+        logdir = Path(tempfile.mkdtemp(prefix="pgbench-", dir=self.root))
+        argv = [
+            str(bindir / "pgbench"),
+            "-h",
+            self.cluster.host,
+            "-p",
+            str(self.cluster.port),
+            "-U",
+            self.cluster.user,
+            "-n",
+            "-M",
+            "prepared",
+            "-c",
+            str(clients),
+            "-j",
+            str(min(clients, os.cpu_count() or 2)),
+            *(["-t", str(transactions)] if transactions else ["-T", str(round(seconds or 1))]),
+            "-f",
+            str(BENCH / "pgbench" / script),
+            "-l",
+            "--log-prefix",
+            str(logdir / "log"),
+        ]
+        for key, value in defines.items():
+            argv += ["-D", f"{key}={value}"]
+        argv.append(self.cluster.database)
+        before = self.server.snapshot()
+        child_before = children_cpu()
+        proc = subprocess.run(
+            self.wrap(argv), capture_output=True, cwd=logdir, timeout=600, check=False
+        )
+        after = self.server.snapshot()
+        out = proc.stdout.decode()
+        if proc.returncode != 0:
+            raise RuntimeError(f"pgbench {script} failed:\n{out}\n{proc.stderr.decode()[-2000:]}")
+        tps = float(re.search(r"tps = ([\d.]+) \(without initial", out).group(1))  # type: ignore[union-attr]
+        txns = int(re.search(r"actually processed: (\d+)", out).group(1))  # type: ignore[union-attr]
+        lat_ms = []
+        for log in logdir.glob("log*"):
+            for line in log.read_text().splitlines():
+                parts = line.split()
+                if len(parts) >= 3:
+                    lat_ms.append(int(parts[2]) / 1000)
+        subprocess.run(["rm", "-rf", str(logdir)], check=False)
+        cpu = cpu_delta(before, after)
+        cpu["pgbench_cpu_s"] = round(children_cpu() - child_before, 2)
+        return {
+            "tps": tps,
+            "transactions": txns,
+            "latency_ms": {"p50": percentile(lat_ms, 50), "p99": percentile(lat_ms, 99)},
+            "cpu": cpu,
+        }

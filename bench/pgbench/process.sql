@@ -1,0 +1,62 @@
+-- Raw SQL limit of Sundial's processing: its claim (MESSAGES_DEQUEUE_SIMPLE, a simple queue, no
+-- metadata filter) in one transaction, then its batch acknowledgement (MESSAGES_COMPLETE_MANY) of
+-- exactly the claimed ids and leases in a second, as a consumer does through the API. Run by
+-- pgbench in prepared mode with -D batch=N against a prefilled bench_raw_messages.
+WITH candidate AS MATERIALIZED (
+    SELECT * FROM (
+        SELECT id, priority, seq FROM bench_raw_messages
+        WHERE queue_id = 1 AND state = 'pending'
+          AND metadata @> CAST('{}' AS jsonb)
+          AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY priority, seq
+        LIMIT CAST(:batch AS integer)
+        FOR UPDATE SKIP LOCKED
+    ) AS ready
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, priority, seq FROM bench_raw_messages
+        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = 1
+          AND metadata @> CAST('{}' AS jsonb)
+          AND (expires_at IS NULL OR expires_at > now())
+        ORDER BY visible_at
+        LIMIT CAST(:batch AS integer)
+        FOR UPDATE SKIP LOCKED
+    ) AS due
+),
+picked AS (
+    SELECT id FROM candidate ORDER BY priority, seq LIMIT CAST(:batch AS integer)
+),
+granted AS (
+    UPDATE bench_raw_messages m
+    SET state = 'running',
+        attempts = m.attempts + 1,
+        lease_id = gen_random_uuid(),
+        lease_expires_at = now() + make_interval(
+            secs => coalesce(CAST(NULL AS integer), m.lease_seconds, CAST(30 AS integer))),
+        leased_at = now(),
+        first_leased_at = coalesce(m.first_leased_at, now()),
+        updated_at = now()
+    FROM picked
+    WHERE m.queue_id = 1 AND m.id = picked.id
+    RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
+              m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at
+)
+SELECT coalesce(array_agg(id), '{}')::text AS ids,
+       coalesce(array_agg(lease_id), '{}')::text AS leases,
+       count(*) AS claimed
+FROM granted
+\gset
+WITH changed AS (
+    UPDATE bench_raw_messages m
+    SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+    FROM unnest(CAST(:ids AS text[]), CAST(:leases AS uuid[])) AS a(id, lease_id)
+    WHERE m.queue_id = 1 AND m.id = a.id
+      AND m.state = ANY(CAST('{running}' AS message_state[]))
+      AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
+    RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
+),
+wake AS (
+    SELECT pg_notify('bench_raw_ready', '1')
+    WHERE EXISTS (SELECT 1 FROM changed WHERE changed.state = 'pending' OR false)
+)
+SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) FROM wake) AS woken;
