@@ -178,8 +178,12 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 """Litestar exception handlers; the most specific class of an exception wins."""
 
 
+# Any operation can meet a database outage or an overloaded pool.
+ALWAYS_POSSIBLE = (503,)
+
+
 def error_specs(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAPI response entries documenting the error body for ``statuses``."""
+    """OpenAPI response entries documenting the error body for ``statuses`` (and 503)."""
     return {
         status: ResponseSpec(
             data_container=ErrorBody,
@@ -188,5 +192,5 @@ def error_specs(*statuses: int) -> dict[int, ResponseSpec]:
                 code for code, code_status in STATUS_BY_CODE.items() if code_status == status
             ),
         )
-        for status in statuses
+        for status in sorted({*statuses, *ALWAYS_POSSIBLE})
     }

@@ -34,7 +34,7 @@ from app.api.schemas import (
     RequeueDeadLetters,
 )
 
-_AUTH = (401, 403)
+_AUTH = (401, 403, 429)
 _ONE = "/messages/{message_id:str}"
 _STATE = "message state; repeat it or separate states with commas"
 _ORDER = "enqueued_at (newest first, the default) or priority (lowest first)"
@@ -93,7 +93,10 @@ async def dequeue(request: AnyRequest, ns: PathStr, queue: PathStr) -> DequeueOu
 
 
 @post(
-    "/ack", status_code=200, operation_class=with_body(Ack), responses=error_specs(400, *_AUTH, 404)
+    "/ack",
+    status_code=200,
+    operation_class=with_body(Ack),
+    responses=error_specs(400, *_AUTH, 404, 413),
 )
 async def ack(request: AnyRequest, ns: PathStr, queue: PathStr) -> AckOut:
     """Complete and fail up to 1000 messages; each item succeeds or fails on its own."""
@@ -105,7 +108,7 @@ async def ack(request: AnyRequest, ns: PathStr, queue: PathStr) -> AckOut:
     "/requeue",
     status_code=200,
     operation_class=with_body(RequeueDeadLetters),
-    responses=error_specs(400, *_AUTH, 404),
+    responses=error_specs(400, *_AUTH, 404, 413),
 )
 async def requeue_dead_letters(request: AnyRequest, ns: PathStr, queue: PathStr) -> Requeued:
     """Send dead letters (errored or canceled) back to pending, attempts reset."""
@@ -147,7 +150,7 @@ async def delete_message(
     f"{_ONE}/complete",
     status_code=200,
     operation_class=with_body(Complete),
-    responses=error_specs(400, *_AUTH, 404, 409),
+    responses=error_specs(400, *_AUTH, 404, 409, 413),
 )
 async def complete(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
@@ -161,7 +164,7 @@ async def complete(
     f"{_ONE}/fail",
     status_code=200,
     operation_class=with_body(Fail),
-    responses=error_specs(400, *_AUTH, 404, 409),
+    responses=error_specs(400, *_AUTH, 404, 409, 413),
 )
 async def fail(request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr) -> MessageOut:
     """Fail an attempt: retried (after the retry delay) while attempts remain, else errored."""
@@ -181,7 +184,7 @@ async def fail(request: AnyRequest, ns: PathStr, queue: PathStr, message_id: Pat
     f"{_ONE}/extend",
     status_code=200,
     operation_class=with_body(Extend),
-    responses=error_specs(400, *_AUTH, 404, 409),
+    responses=error_specs(400, *_AUTH, 404, 409, 413),
 )
 async def extend(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
@@ -198,7 +201,7 @@ async def extend(
     f"{_ONE}/cancel",
     status_code=200,
     operation_class=with_body(Cancel),
-    responses=error_specs(400, *_AUTH, 404, 409),
+    responses=error_specs(400, *_AUTH, 404, 409, 413),
 )
 async def cancel(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
@@ -215,7 +218,7 @@ async def cancel(
     f"{_ONE}/requeue",
     status_code=200,
     operation_class=with_body(Requeue),
-    responses=error_specs(400, *_AUTH, 404, 409),
+    responses=error_specs(400, *_AUTH, 404, 409, 413),
 )
 async def requeue(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr

@@ -11,7 +11,7 @@ from app.api.openapi import SECURITY, with_body
 from app.api.runtime import AnyRequest, PathStr, service
 from app.api.schemas import NamespaceCreate, NamespaceList, NamespaceOut
 
-_AUTH = (401, 403)
+_AUTH = (401, 403, 429)
 
 
 @post(

@@ -21,7 +21,7 @@ from app.api.schemas import (
     QueuePut,
 )
 
-_AUTH = (401, 403)
+_AUTH = (401, 403, 429)
 _CREATED = {201: ResponseSpec(QueueOut, description="The queue was created")}
 
 

@@ -1,0 +1,353 @@
+"""The ``sundial`` admin CLI, run in-process with click's CliRunner against this test's database.
+
+``SUNDIAL_DATABASE_URL`` points the CLI at the per-test database (the settings are cached, so the
+cache is cleared around each test). The commands call ``asyncio.run`` themselves, so these tests
+are plain functions, not coroutines; what the CLI did is checked with the queue service on a
+short-lived engine of its own, and through the CLI's own listings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+import pytest
+from alembic.config import Config
+from click.testing import CliRunner, Result
+
+from app.bootstrap import create_engine
+from app.cli.main import main
+from app.config import get_settings
+from app.core.models import Principal
+from app.core.service import QueueService
+from app.core.validation import Limits
+from app.store import migrate
+from app.store.postgres import PostgresStore
+from tests.conftest import ADMIN_TOKEN
+
+if TYPE_CHECKING:
+    from tests.conftest import TestDatabase
+
+T = TypeVar("T")
+Invoke = Callable[..., Result]  # invoke(*args, input=None)
+
+
+def _service_call(database_url: str, work: Callable[[QueueService], Coroutine[Any, Any, T]]) -> T:
+    """Run one queue-service call on a fresh engine (the CLI's own loop is gone by now)."""
+
+    async def call() -> T:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            service = QueueService(PostgresStore(engine), limits=Limits(), admin_token=ADMIN_TOKEN)
+            return await work(service)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(call())
+
+
+def _authenticate(database_url: str, secret: str) -> Principal | None:
+    return _service_call(database_url, lambda service: service.authenticate(secret))
+
+
+@pytest.fixture
+def alembic_to_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alembic prints to the ``sys.stdout`` of the time it was imported; send it to the one of
+    the time a command runs, so that CliRunner captures it."""
+    original = migrate.alembic_config
+
+    def config(url: str) -> Config:
+        made = original(url)
+        made.stdout = sys.stdout
+        return made
+
+    monkeypatch.setattr(migrate, "alembic_config", config)
+
+
+@pytest.fixture
+def cli_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Invoke]]:
+    """``cli_on(url)``: run ``sundial ARGS…`` against the database at ``url``."""
+    for name in list(os.environ):
+        if name.startswith("SUNDIAL_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SUNDIAL_ADMIN_TOKEN", ADMIN_TOKEN)
+    runner = CliRunner()
+
+    def on(database_url: str) -> Invoke:
+        monkeypatch.setenv("SUNDIAL_DATABASE_URL", database_url)
+        get_settings.cache_clear()
+
+        def invoke(*args: str, input: str | None = None) -> Result:
+            return runner.invoke(main, list(args), input=input)
+
+        return invoke
+
+    try:
+        yield on
+    finally:
+        get_settings.cache_clear()
+
+
+@pytest.fixture
+def cli(cli_on: Callable[[str], Invoke], database_url: str) -> Invoke:
+    """Run ``sundial ARGS…`` against this test's database; returns click's Result."""
+    return cli_on(database_url)
+
+
+def ok(result: Result) -> Any:
+    """The JSON a successful command printed."""
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def failed(result: Result, exit_code: int = 1) -> str:
+    """The error output of a command that failed cleanly (no traceback)."""
+    assert result.exit_code == exit_code, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.stdout == "", result.stdout
+    return result.stderr
+
+
+# --- namespaces ----------------------------------------------------------------------------------
+
+
+def test_namespace_create_list_delete(cli: Invoke, database_url: str) -> None:
+    created = ok(cli("namespace", "create", "alpha", "--description", "first tenant"))
+    assert created["name"] == "alpha"
+    assert created["description"] == "first tenant"
+    assert created["created_at"]
+    ok(cli("namespace", "create", "beta"))
+
+    listed = ok(cli("namespace", "list"))
+    assert [(n["name"], n["description"]) for n in listed] == [
+        ("alpha", "first tenant"),
+        ("beta", ""),
+    ]
+
+    assert ok(cli("namespace", "delete", "alpha", "--yes")) is None
+    assert [n["name"] for n in ok(cli("namespace", "list"))] == ["beta"]
+
+
+def test_namespace_delete_asks_first(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    refused = cli("namespace", "delete", "alpha", input="n\n")
+    assert refused.exit_code == 1
+    assert "Aborted" in refused.output
+    assert [n["name"] for n in ok(cli("namespace", "list"))] == ["alpha"]
+
+    confirmed = cli("namespace", "delete", "alpha", input="y\n")
+    assert confirmed.exit_code == 0, confirmed.output
+    assert ok(cli("namespace", "list")) == []
+
+
+def test_namespace_delete_takes_its_queues_and_tokens(cli: Invoke, database_url: str) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    secret = ok(cli("token", "issue", "alpha"))["token"]
+    ok(cli("queue", "create", "alpha/jobs"))
+    ok(cli("namespace", "delete", "alpha", "--yes"))
+    assert _authenticate(database_url, secret) is None
+    ok(cli("namespace", "create", "alpha"))
+    assert ok(cli("queue", "list", "alpha")) == []
+
+
+def test_creating_an_existing_namespace_is_a_conflict(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    assert "Error: conflict: " in failed(cli("namespace", "create", "alpha"))
+
+
+def test_an_invalid_namespace_name_is_a_validation_error(cli: Invoke) -> None:
+    assert "Error: validation_error: " in failed(cli("namespace", "create", "no spaces"))
+    assert ok(cli("namespace", "list")) == []
+
+
+# --- tokens --------------------------------------------------------------------------------------
+
+
+def test_token_issue_list_revoke(cli: Invoke, database_url: str) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    issued = ok(cli("token", "issue", "alpha", "--label", "ci"))
+    assert issued["namespace"] == "alpha"
+    assert issued["label"] == "ci"
+    secret, token_id = issued["token"], issued["id"]
+
+    principal = _authenticate(database_url, secret)
+    assert principal == Principal(is_admin=False, namespace="alpha", token_id=token_id)
+    assert principal.may_access("alpha")
+    assert not principal.may_access("beta")
+
+    listed = ok(cli("token", "list", "alpha"))
+    assert [(t["id"], t["label"]) for t in listed] == [(token_id, "ci")]
+    assert secret not in json.dumps(listed)  # secrets are shown once, when issued
+
+    assert ok(cli("token", "revoke", "alpha", token_id)) is None
+    assert _authenticate(database_url, secret) is None
+    assert ok(cli("token", "list", "alpha")) == []
+
+
+def test_revoking_one_token_leaves_the_others(cli: Invoke, database_url: str) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    first = ok(cli("token", "issue", "alpha"))
+    second = ok(cli("token", "issue", "alpha"))
+    assert first["token"] != second["token"]
+    ok(cli("token", "revoke", "alpha", first["id"]))
+    assert _authenticate(database_url, first["token"]) is None
+    assert _authenticate(database_url, second["token"]) is not None
+
+
+def test_revoking_an_unknown_token_is_not_found(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    assert "Error: not_found: " in failed(cli("token", "revoke", "alpha", "no-such-token"))
+
+
+# --- queues --------------------------------------------------------------------------------------
+
+
+def test_queue_create_list_show(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    created = ok(cli("queue", "create", "alpha/jobs", "--lease-seconds", "60"))
+    assert created["created"] is True
+    queue = created["queue"]
+    assert (queue["namespace"], queue["name"]) == ("alpha", "jobs")
+    assert queue["config"]["kind"] == "simple"
+    assert queue["config"]["exclusive_key"] is None
+    assert queue["config"]["lease_seconds"] == 60
+
+    again = ok(cli("queue", "create", "alpha/jobs", "--lease-seconds", "60"))
+    assert again["created"] is False  # same configuration: nothing changes
+    assert again["queue"]["id"] == queue["id"]
+
+    listed = ok(cli("queue", "list", "alpha"))
+    assert [item["queue"]["name"] for item in listed] == ["jobs"]
+    assert all(n == 0 for n in listed[0]["counts"].values())
+
+    shown = ok(cli("queue", "show", "alpha/jobs"))
+    assert shown["queue"]["id"] == queue["id"]
+    assert shown["queue"]["config"]["lease_seconds"] == 60
+    assert shown["stats"]["oldest_pending_age_seconds"] is None
+
+
+def test_queue_create_exclusive(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    created = ok(cli("queue", "create", "alpha/orders", "--exclusive-key", "customer"))
+    assert created["queue"]["config"]["kind"] == "exclusive"
+    assert created["queue"]["config"]["exclusive_key"] == "customer"
+
+    shown = ok(cli("queue", "show", "alpha/orders"))
+    assert shown["queue"]["config"]["exclusive_key"] == "customer"
+    # The kind of a queue never changes.
+    assert "Error: conflict: " in failed(cli("queue", "create", "alpha/orders"))
+    assert ok(cli("queue", "show", "alpha/orders"))["queue"]["config"]["kind"] == "exclusive"
+
+
+def test_queue_pause_and_resume(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    ok(cli("queue", "create", "alpha/jobs"))
+
+    def switches(queue: dict[str, Any]) -> tuple[bool, bool]:
+        return queue["config"]["enqueue_paused"], queue["config"]["dequeue_paused"]
+
+    assert switches(ok(cli("queue", "pause", "alpha/jobs"))) == (True, True)
+    assert switches(ok(cli("queue", "show", "alpha/jobs"))["queue"]) == (True, True)
+    assert switches(ok(cli("queue", "resume", "alpha/jobs"))) == (False, False)
+    assert switches(ok(cli("queue", "pause", "alpha/jobs", "--no-dequeue"))) == (True, False)
+    ok(cli("queue", "resume", "alpha/jobs"))
+    assert switches(ok(cli("queue", "pause", "alpha/jobs", "--no-enqueue"))) == (False, True)
+    assert switches(ok(cli("queue", "show", "alpha/jobs"))["queue"]) == (False, True)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("queue", "create", "nope/jobs"),
+        ("queue", "list", "nope"),
+        ("queue", "show", "nope/jobs"),
+        ("queue", "pause", "nope/jobs"),
+        ("queue", "resume", "nope/jobs"),
+        ("token", "issue", "nope"),
+        ("token", "list", "nope"),
+        ("token", "revoke", "nope", "some-id"),
+        ("namespace", "delete", "nope", "--yes"),
+    ],
+    ids=" ".join,
+)
+def test_a_missing_namespace_is_not_found(cli: Invoke, args: tuple[str, ...]) -> None:
+    error = failed(cli(*args))
+    assert error.startswith("Error: not_found: "), error
+    assert "nope" in error or "some-id" in error, error  # names what is missing
+
+
+def test_a_missing_queue_is_not_found(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    for command in ("show", "pause", "resume"):
+        error = failed(cli("queue", command, "alpha/missing"))
+        assert error.startswith("Error: not_found: "), error
+
+
+@pytest.mark.parametrize("command", ["create", "show", "pause", "resume"])
+@pytest.mark.parametrize("path", ["alpha", "alpha/", "/jobs", ""])
+def test_a_queue_path_needs_namespace_and_queue(cli: Invoke, command: str, path: str) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    error = failed(cli("queue", command, path), exit_code=2)  # a usage error
+    assert "Invalid value for QUEUE: use NAMESPACE/QUEUE" in error
+    assert ok(cli("queue", "list", "alpha")) == []
+
+
+# --- database ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def empty_database(postgres: TestDatabase) -> Iterator[str]:
+    """SQLAlchemy URL of a brand-new database without any schema."""
+    name = postgres.create(template=None)
+    yield postgres.url(name)
+    postgres.drop(name)
+
+
+def test_db_current_history_check(cli: Invoke, alembic_to_runner: None) -> None:
+    head = migrate.head_revision()
+    assert head is not None
+    current = cli("db", "current")
+    assert current.exit_code == 0, current.output
+    assert f"Rev: {head} (head)" in current.stdout
+
+    history = cli("db", "history")
+    assert history.exit_code == 0, history.output
+    assert f"Rev: {head} (head)" in history.stdout
+
+    check = cli("db", "check")
+    assert check.exit_code == 0, check.output
+    assert "No new upgrade operations detected" in check.stdout
+
+
+def test_db_upgrade_of_an_empty_database(
+    cli_on: Callable[[str], Invoke], empty_database: str, alembic_to_runner: None
+) -> None:
+    cli = cli_on(empty_database)
+    before = cli("db", "current")
+    assert before.exit_code == 0, before.output
+    assert "Rev:" not in before.stdout  # no revision yet
+
+    upgraded = cli("db", "upgrade")
+    assert upgraded.exit_code == 0, upgraded.output
+    assert f"Rev: {migrate.head_revision()} (head)" in cli("db", "current").stdout
+    assert ok(cli("namespace", "list")) == []
+
+
+def test_db_check_fails_when_the_schema_drifted(
+    cli: Invoke, postgres: TestDatabase, database_url: str, alembic_to_runner: None
+) -> None:
+    from sqlalchemy.engine import make_url
+
+    name = make_url(database_url).database
+    assert name is not None
+    with psycopg.connect(postgres.dsn(name), autocommit=True) as conn:
+        conn.execute("ALTER TABLE namespaces ADD COLUMN drift integer")
+    drifted = cli("db", "check")
+    assert drifted.exit_code == 1
+    assert "Error:" in drifted.output
+    assert "drift" in drifted.output
