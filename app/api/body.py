@@ -71,6 +71,8 @@ def decode(body: bytes, kind: type[T]) -> T:
         raise validation_error(error) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as error:
         raise ValidationError(BODY_FIELD, f"is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ValidationError(BODY_FIELD, "is nested too deeply") from None
     return result
 
 

@@ -115,11 +115,13 @@ def _is_unique_violation(error: sa_exc.DBAPIError, constraint: str) -> bool:
 
 def _translate(error: sa_exc.DBAPIError) -> Exception:
     """The core's view of a driver error; errors that are bugs pass through unchanged."""
-    # SQLSTATE class 40, transaction rollback: deadlock_detected, serialization_failure, ...
-    if str(getattr(error.orig, "sqlstate", "") or "").startswith("40"):
+    sqlstate = str(getattr(error.orig, "sqlstate", "") or "")
+    # Class 40, transaction rollback: deadlock_detected, serialization_failure, ...
+    if sqlstate.startswith("40"):
         return TransientConflictError("the transaction conflicted with another; retry")
-    if isinstance(error, sa_exc.DataError):
-        # Input PostgreSQL refuses that validation did not foresee: still the client's.
+    if isinstance(error, sa_exc.DataError) or sqlstate.startswith("54"):
+        # Input PostgreSQL refuses that validation did not foresee (data exceptions, class 22;
+        # program limits such as nesting depth, class 54): still the client's.
         return ValidationError("request", str(error.orig).splitlines()[0])
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) or (
         error.connection_invalidated
