@@ -476,14 +476,7 @@ class QueueService:
         message = await self.store.update_message(queue, message_id, changes)
         if message is not None:
             return message
-        guard = await self.store.guard_state(queue, message_id)
-        if guard is None:
-            raise self._message_not_found(queue, message_id)
-        raise InvalidStateError(
-            f"message {message_id!r} is {guard.state}; only invisible or pending messages"
-            " can be changed",
-            state=str(guard.state),
-        )
+        raise await self._state_refusal(queue, message_id, "invisible or pending", "changed")
 
     async def delete_message(self, namespace: str, queue_name: str, message_id: str) -> None:
         """Remove a message in any state (a running lease becomes invalid)."""
@@ -529,14 +522,7 @@ class QueueService:
         message = await self.store.requeue(queue, message_id, delay_seconds)
         if message is not None:
             return message
-        guard = await self.store.guard_state(queue, message_id)
-        if guard is None:
-            raise self._message_not_found(queue, message_id)
-        raise InvalidStateError(
-            f"message {message_id!r} is {guard.state}; only errored or canceled messages"
-            " can be requeued",
-            state=str(guard.state),
-        )
+        raise await self._state_refusal(queue, message_id, "errored or canceled", "requeued")
 
     async def requeue_dead_letters(
         self,
@@ -577,6 +563,18 @@ class QueueService:
         return queue
 
     # --- errors -----------------------------------------------------------------------------
+
+    async def _state_refusal(
+        self, queue: Queue, message_id: str, allowed: str, verb: str
+    ) -> NotFoundError | InvalidStateError:
+        """Why a state-guarded statement changed nothing: no such message, or its state."""
+        guard = await self.store.guard_state(queue, message_id)
+        if guard is None:
+            return self._message_not_found(queue, message_id)
+        return InvalidStateError(
+            f"message {message_id!r} is {guard.state}; only {allowed} messages can be {verb}",
+            state=str(guard.state),
+        )
 
     @staticmethod
     def _message_not_found(queue: Queue, message_id: str) -> NotFoundError:

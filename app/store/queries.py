@@ -293,30 +293,46 @@ MESSAGE_COMPLETE: Final[TextClause] = text(
     )
 )
 
-# Where the attempt goes is states.retry_target(): errored when attempts are used up, else
-# invisible for the retry delay (pending when it is zero). The delay is the request's
-# retry_delay_seconds, else the queue's exponential backoff (sundial_retry_delay).
-_RETRY_DELAY = """
-    coalesce(CAST(:retry_delay AS double precision),
+
+def _retry_or_dead_letter(*, attempts_left: str, retry_delay: str, error: str) -> str:
+    """The SET clause of a failed attempt (fail, batch fail, lease expiry): the rule of
+    ``states.retry_target``: errored when attempts are used up, else invisible for the retry
+    delay, or pending when the delay is zero.
+
+    Args:
+        attempts_left: SQL that is true while the message may get another lease.
+        retry_delay: SQL for the delay in seconds before the retry.
+        error: SQL for the new ``last_error``.
+    """
+    return f"""
+    SET state = CASE WHEN NOT ({attempts_left}) THEN 'errored'
+                     WHEN {retry_delay} > 0 THEN 'invisible'
+                     ELSE 'pending' END::message_state,
+        visible_at = CASE WHEN {attempts_left}
+                          THEN now() + make_interval(secs => {retry_delay})
+                          ELSE m.visible_at END,
+        finished_at = CASE WHEN {attempts_left} THEN NULL ELSE now() END,
+        lease_expires_at = NULL,
+        last_error = {error},
+        updated_at = now()
+    """
+
+
+# A client's fail: the request's retry_delay_seconds, else the queue's exponential backoff
+# (sundial_retry_delay), with the per-message max_attempts override.
+_CLIENT_FAIL = {
+    "attempts_left": (
+        "m.attempts < coalesce(m.max_attempts, CAST(:queue_max_attempts AS integer))"
+    ),
+    "retry_delay": """coalesce(CAST(:retry_delay AS double precision),
              sundial_retry_delay(m.attempts, CAST(:queue_retry_delay AS integer),
-                                 CAST(:queue_retry_delay_max AS integer)))
-"""
-_ATTEMPTS_LEFT = "m.attempts < coalesce(m.max_attempts, CAST(:queue_max_attempts AS integer))"
+                                 CAST(:queue_retry_delay_max AS integer)))""",
+}
 
 MESSAGE_FAIL: Final[TextClause] = text(
     _waking(
         f"""
-    UPDATE messages m
-    SET state = CASE WHEN NOT ({_ATTEMPTS_LEFT}) THEN 'errored'
-                     WHEN {_RETRY_DELAY} > 0 THEN 'invisible'
-                     ELSE 'pending' END::message_state,
-        visible_at = CASE WHEN {_ATTEMPTS_LEFT}
-                          THEN now() + make_interval(secs => {_RETRY_DELAY})
-                          ELSE m.visible_at END,
-        finished_at = CASE WHEN {_ATTEMPTS_LEFT} THEN NULL ELSE now() END,
-        lease_expires_at = NULL,
-        last_error = :error,
-        updated_at = now()
+    UPDATE messages m {_retry_or_dead_letter(**_CLIENT_FAIL, error=":error")}
     WHERE m.queue_id = :queue_id AND m.id = :id AND {_LEASE_IS_CURRENT}
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
@@ -464,17 +480,7 @@ MESSAGES_COMPLETE_MANY: Final[TextClause] = text(
 MESSAGES_FAIL_MANY: Final[TextClause] = text(
     _waking(
         f"""
-    UPDATE messages m
-    SET state = CASE WHEN NOT ({_ATTEMPTS_LEFT}) THEN 'errored'
-                     WHEN {_RETRY_DELAY} > 0 THEN 'invisible'
-                     ELSE 'pending' END::message_state,
-        visible_at = CASE WHEN {_ATTEMPTS_LEFT}
-                          THEN now() + make_interval(secs => {_RETRY_DELAY})
-                          ELSE m.visible_at END,
-        finished_at = CASE WHEN {_ATTEMPTS_LEFT} THEN NULL ELSE now() END,
-        lease_expires_at = NULL,
-        last_error = a.error,
-        updated_at = now()
+    UPDATE messages m {_retry_or_dead_letter(**_CLIENT_FAIL, error="a.error")}
     FROM unnest(CAST(:ids AS text[]), CAST(:lease_ids AS uuid[]), CAST(:errors AS text[]))
          AS a(id, lease_id, error)
     WHERE m.queue_id = :queue_id AND m.id = a.id
@@ -521,7 +527,7 @@ MESSAGES_PROMOTE_DUE: Final[TextClause] = text(
 # running -> pending/invisible/errored for leases past lease_expires_at (messages_lease_idx),
 # with the same retry rule as MESSAGE_FAIL, from each queue's configuration.
 MESSAGES_RELEASE_EXPIRED: Final[TextClause] = text(
-    """
+    f"""
     WITH expired AS (
         SELECT queue_id, id FROM messages
         WHERE state = 'running' AND lease_expires_at <= now()
@@ -530,23 +536,15 @@ MESSAGES_RELEASE_EXPIRED: Final[TextClause] = text(
         FOR UPDATE SKIP LOCKED
     ),
     released AS (
-        UPDATE messages m
-        SET state = CASE WHEN m.attempts >= coalesce(m.max_attempts, q.max_attempts)
-                              THEN 'errored'
-                         WHEN sundial_retry_delay(m.attempts, q.retry_delay_seconds,
-                                                  q.retry_delay_max_seconds) > 0
-                              THEN 'invisible'
-                         ELSE 'pending' END::message_state,
-            visible_at = CASE WHEN m.attempts >= coalesce(m.max_attempts, q.max_attempts)
-                              THEN m.visible_at
-                              ELSE now() + make_interval(secs => sundial_retry_delay(
-                                  m.attempts, q.retry_delay_seconds,
-                                  q.retry_delay_max_seconds)) END,
-            finished_at = CASE WHEN m.attempts >= coalesce(m.max_attempts, q.max_attempts)
-                               THEN now() END,
-            lease_expires_at = NULL,
-            last_error = 'lease expired',
-            updated_at = now()
+        UPDATE messages m {
+        _retry_or_dead_letter(
+            attempts_left="m.attempts < coalesce(m.max_attempts, q.max_attempts)",
+            retry_delay=(
+                "sundial_retry_delay(m.attempts, q.retry_delay_seconds, q.retry_delay_max_seconds)"
+            ),
+            error="'lease expired'",
+        )
+    }
         FROM expired, queues q
         WHERE m.queue_id = expired.queue_id AND m.id = expired.id AND q.id = m.queue_id
           AND m.state = ANY(CAST(:from_states AS message_state[]))
