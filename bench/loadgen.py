@@ -348,14 +348,17 @@ async def soak(spec: dict[str, Any]) -> dict[str, Any]:
     enqueued = 0
     completed = 0
     per_producer = rate / 2 / 10  # requests per second per producer
+    latency_ms: dict[str, list[float]] = {"enqueue": [], "dequeue": [], "ack": []}
 
     async def producer(session: aiohttp.ClientSession) -> None:
         nonlocal enqueued
         nxt = now()
         while now() < end:
             body = encode({"messages": [{"payload": {"k": k}} for k in range(10)]})
+            started = now()
             async with session.post(base + "/messages", data=body) as answer:
                 data = await answer.read()
+            latency_ms["enqueue"].append((now() - started) * 1000)
             if answer.status == 201:
                 enqueued += sum(1 for m in decode(data)["messages"] if m["created"])
             nxt += 1 / per_producer
@@ -365,23 +368,38 @@ async def soak(spec: dict[str, Any]) -> dict[str, Any]:
         nonlocal completed
         body = encode({"count": 10, "wait_seconds": 1})
         while now() < end + 3 and (now() < end or completed < enqueued):
+            started = now()
             async with session.post(base + "/dequeue", data=body) as answer:
                 data = await answer.read()
             messages = decode(data).get("messages", [])
             if not messages:
-                continue
+                continue  # a long poll that timed out: its duration is not a latency
+            latency_ms["dequeue"].append((now() - started) * 1000)
             ack = encode(
                 {"complete": [{"id": m["id"], "lease_id": m["lease_id"]} for m in messages]}
             )
+            started = now()
             async with session.post(base + "/ack", data=ack) as answer:
                 data = await answer.read()
+            latency_ms["ack"].append((now() - started) * 1000)
             completed += sum(1 for r in decode(data)["results"] if r["ok"])
 
     async with _session(spec, clients + 2) as session:
         await asyncio.gather(
             producer(session), producer(session), *(consumer(session) for _ in range(clients))
         )
-    return {"messages": completed, "enqueued_total": enqueued, "completed_total": completed}
+    percentiles = {
+        f"{kind}_{name}_ms": round(percentile(values, q), 2)
+        for kind, values in latency_ms.items()
+        if values
+        for name, q in (("p50", 50), ("p99", 99))
+    }
+    return {
+        "messages": completed,
+        "enqueued_total": enqueued,
+        "completed_total": completed,
+        **percentiles,
+    }
 
 
 # --- PgQueuer ------------------------------------------------------------------------------------

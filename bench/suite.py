@@ -1070,8 +1070,14 @@ def main(argv: list[str] | None = None) -> int:
         "--taskset", help="CPU list for the load generator and pgbench, e.g. 1 (taskset -c)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (database, logs)")
+    parser.add_argument("--soak-seconds", type=float, help="length of the soak (default by mode)")
+    parser.add_argument("--soak-rate", type=int, help="messages per second in the soak")
     args = parser.parse_args(argv)
     size = dict(FULL if args.full else QUICK)
+    if args.soak_seconds is not None:
+        size["soak_seconds"] = args.soak_seconds
+    if args.soak_rate is not None:
+        size["soak_rate"] = args.soak_rate
     runs = args.runs or size["runs"]
     selected = args.only or list(WORKLOADS)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -1194,6 +1200,36 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def soak_timeline(soak: dict[str, Any], every_s: float = 60.0) -> str:
+    """The soak's throughput and latencies, and its samples about once a minute: RSS of each
+    worker, the hot table's size, live and dead tuples."""
+    load = soak.get("loadgen", {})
+    samples = soak.get("samples", [])
+    span = samples[-1]["t"] if samples else 0
+    rate = load.get("completed_total", 0) / span if span else 0
+    lines = [
+        f"Soak: {load.get('enqueued_total')} enqueued, {load.get('completed_total')} completed"
+        f" in {span:.0f} s ({rate:.0f} msg/s). Request latency p50/p99 ms: enqueue of 10 "
+        f"{load.get('enqueue_p50_ms')}/{load.get('enqueue_p99_ms')}, dequeue of up to 10 "
+        f"{load.get('dequeue_p50_ms')}/{load.get('dequeue_p99_ms')}, ack "
+        f"{load.get('ack_p50_ms')}/{load.get('ack_p99_ms')}.",
+        "",
+        "| t s | worker RSS MB | messages table MB | live tuples | dead tuples |",
+        "|---|---|---|---|---|",
+    ]
+    next_t = 0.0
+    for sample in samples:
+        if sample["t"] + 1e-9 < next_t and sample is not samples[-1]:
+            continue
+        rss = ", ".join(f"{v:.0f}" for v in sample["rss_mb"].values())
+        lines.append(
+            f"| {sample['t']:.0f} | {rss} | {sample['messages_bytes'] / 2**20:.1f} "
+            f"| {sample['live']} | {sample['dead']} |"
+        )
+        next_t = sample["t"] + every_s
+    return "\n".join(lines)
+
+
 def render_report(res: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     m = res.get("machine", {})
     out = [
@@ -1213,6 +1249,9 @@ def render_report(res: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "",
         cpu_table(res),
     ]
+    soak = res.get("workloads", {}).get("soak")
+    if soak:
+        out += ["", soak_timeline(soak[0])]
     checks = res.get("checks", [])
     bad = [c for c in checks if not c["ok"]]
     out += ["", f"Correctness checks: {len(checks) - len(bad)}/{len(checks)} passed."]
