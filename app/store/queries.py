@@ -245,12 +245,7 @@ picked AS (
 
 # The lease: attempts + 1, a fresh random lease_id (the fencing token), and an expiry from the
 # request's lease_seconds, else the message's override, else the queue's default.
-# The claim's commit does not wait for its WAL flush (synchronous_commit off for this one
-# statement's transaction): durability is promised for enqueue, complete, fail and cancel, not
-# for a lease. A lease lost in a crash leaves the message pending again, to be delivered again
-# (at-least-once); any later durable commit flushes the claim with it, as WAL is sequential.
 _DEQUEUE_GRANT = """
-, lease_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)
 UPDATE messages m
 SET state = 'running',
     attempts = m.attempts + 1,
@@ -261,7 +256,7 @@ SET state = 'running',
     leased_at = now(),
     first_leased_at = coalesce(m.first_leased_at, now()),
     updated_at = now()
-FROM picked, lease_commit
+FROM picked
 WHERE m.queue_id = :queue_id AND m.id = picked.id
 RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
           m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at
