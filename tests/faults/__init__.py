@@ -1,0 +1,5 @@
+"""Fault-injection suite: real server processes, a real PostgreSQL, real faults (see harness.py).
+
+Run the CI-sized campaign with ``pytest tests/faults`` and a longer one with
+``python -m tests.faults --duration 300``.
+"""

@@ -1,0 +1,800 @@
+"""Model-based test: random operation sequences on the real ``QueueService`` and a real database,
+checked step by step against the in-memory model of PRODUCT.md §2 in :mod:`tests.model.model`.
+
+The machine drives two queues of one namespace — ``jobs`` (simple) and ``builds`` (exclusive on
+``project``, default delay and retry backoff) — with enqueue (batches, duplicate and
+server-generated ids, delays, TTLs, priorities, max_attempts 1-3, sometimes an invalid message),
+dequeue (count 1-5, lease overrides, metadata filters), complete / fail / extend / cancel (with the
+current lease, a stale one, a random one, a malformed one, or force), requeue, delete, update,
+get, pause switches, and the passage of time. After every step it compares every message (state,
+attempts, max_attempts, priority, exclusive value, lease, timestamps, enqueue order), the
+exclusivity rule, and, for each operation, its result or its error class.
+
+**Time.** The model clock advances by whole minutes; the database agrees by moving every stored
+timestamp of every message back by the same amount in one UPDATE (``now()`` stays real). Then the
+scheduler's ``maintenance.tick`` runs, or not: dequeue must find due messages without it. All
+durations are multiples of 60 s, so the few seconds of real time an example takes can never move a
+comparison across a boundary (the model says "due" exactly when the data has been moved to or past
+``now()``, and real time only adds to that).
+
+**Database.** One database for the whole module (cloned once from the migrated template); each
+example starts with ``TRUNCATE … RESTART IDENTITY CASCADE`` and recreates the namespace and
+queues. The service runs on an event loop this module owns (``asyncio.Runner``) with its own
+engine, because Hypothesis state machines are synchronous; the tests here are plain functions.
+
+**Runs.** By default a bounded, derandomized (deterministic) run for CI: 60 examples of 30 steps
+(about 15 s here). A longer, randomized exploration::
+
+    SUNDIAL_MODEL_EXAMPLES=1000 SUNDIAL_MODEL_STEPS=60 \\
+        .venv/bin/pytest tests/model -q -p no:cacheprovider
+
+(``SUNDIAL_MODEL_STEPS`` is optional.) ``SUNDIAL_MODEL_STRICT=1`` stops tolerating the two known
+dequeue bugs (see "known bugs" below), to watch Hypothesis find them. A failure prints the shrunk
+step sequence and a ``@reproduce_failure`` blob.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.bootstrap import create_engine
+from app.core.errors import (
+    InvalidStateError,
+    LeaseMismatchError,
+    NotFoundError,
+    QueuePausedError,
+    SundialError,
+    ValidationError,
+)
+from app.core.models import LeasedMessage, Message, MessageChanges, NewMessage, QueueConfig
+from app.core.service import QueueService
+from app.core.validation import Limits
+from app.store import maintenance
+from app.store.postgres import PostgresStore
+from tests.model import model as M
+
+T = TypeVar("T")
+
+NS = "model"
+SIMPLE, EXCLUSIVE = "jobs", "builds"
+KEY = "project"
+QUEUE_SPECS = (
+    M.QueueSpec(SIMPLE, lease_seconds=60, max_attempts=3),
+    M.QueueSpec(
+        EXCLUSIVE,
+        exclusive_key=KEY,
+        lease_seconds=120,
+        delay_seconds=60,
+        max_attempts=2,
+        retry_delay_seconds=60,
+        retry_delay_max_seconds=120,
+    ),
+)
+QUEUE_NAMES = tuple(spec.name for spec in QUEUE_SPECS)
+ID_POOL = tuple(f"m{i}" for i in range(10))
+NEVER_IDS = ("ghost", "not an id!")  # never enqueued; the second is not even well-formed
+VALUES = ("a", "b", "c")
+COLORS = ("red", "blue")
+TOLERANCE = 30.0  # seconds between a model time and the database's; durations are 60 s multiples
+
+_LONG = os.environ.get("SUNDIAL_MODEL_EXAMPLES")
+STRICT = os.environ.get("SUNDIAL_MODEL_STRICT") == "1"
+SETTINGS = settings(
+    max_examples=int(_LONG) if _LONG else 60,
+    stateful_step_count=int(os.environ.get("SUNDIAL_MODEL_STEPS", "30")),
+    deadline=None,  # each step is a few database round trips; their latency is not the subject
+    derandomize=not _LONG,  # CI runs the same examples every time
+    database=None,
+    print_blob=True,
+)
+
+ERRORS: dict[str, type[SundialError]] = {
+    M.NOT_FOUND: NotFoundError,
+    M.LEASE_MISMATCH: LeaseMismatchError,
+    M.INVALID_STATE: InvalidStateError,
+    M.VALIDATION: ValidationError,
+    M.PAUSED: QueuePausedError,
+}
+
+
+# --- the database side ---------------------------------------------------------------------------
+
+
+async def _make_engine(url: str) -> AsyncEngine:
+    return create_engine(url, pool_size=2)
+
+
+ROWS = sa.text(
+    """
+    SELECT q.name AS queue, m.id, m.seq, m.state::text AS state, m.priority, m.attempts,
+           coalesce(m.max_attempts, q.max_attempts) AS max_attempts, m.exclusive_value,
+           m.lease_id::text AS lease_id, m.last_error,
+           extract(epoch FROM m.visible_at - now())::float AS visible_in,
+           extract(epoch FROM m.lease_expires_at - now())::float AS lease_in,
+           extract(epoch FROM m.expires_at - now())::float AS expires_in
+    FROM messages m JOIN queues q ON q.id = m.queue_id
+    ORDER BY m.seq
+    """
+)
+
+# Time passes: every timestamp of every message moves into the past by :secs, in one statement.
+SHIFT = sa.text(
+    """
+    UPDATE messages SET
+        visible_at = visible_at - make_interval(secs => :secs),
+        lease_expires_at = lease_expires_at - make_interval(secs => :secs),
+        expires_at = expires_at - make_interval(secs => :secs),
+        enqueued_at = enqueued_at - make_interval(secs => :secs),
+        updated_at = updated_at - make_interval(secs => :secs),
+        leased_at = leased_at - make_interval(secs => :secs),
+        first_leased_at = first_leased_at - make_interval(secs => :secs),
+        finished_at = finished_at - make_interval(secs => :secs)
+    """
+)
+
+
+class Harness:
+    """A database, an event loop of our own, an engine made inside it, and the service."""
+
+    def __init__(self, url: str) -> None:
+        self.runner = asyncio.Runner()
+        self.engine = self.run(_make_engine(url))
+        self.service = QueueService(PostgresStore(self.engine), limits=Limits())
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.runner.run(coro)
+
+    def close(self) -> None:
+        self.run(self.engine.dispose())
+        self.runner.close()
+
+    async def reset(self) -> None:
+        """Empty the database and create the namespace and queues again."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                sa.text("TRUNCATE namespaces, tokens, queues, messages RESTART IDENTITY CASCADE")
+            )
+        await self.service.create_namespace(NS)
+        for spec in QUEUE_SPECS:
+            config = QueueConfig(
+                kind="exclusive" if spec.exclusive_key else "simple",
+                exclusive_key=spec.exclusive_key,
+                lease_seconds=spec.lease_seconds,
+                delay_seconds=spec.delay_seconds,
+                max_attempts=spec.max_attempts,
+                retry_delay_seconds=spec.retry_delay_seconds,
+                retry_delay_max_seconds=spec.retry_delay_max_seconds,
+            )
+            await self.service.put_queue(NS, spec.name, config)
+
+    async def shift(self, seconds: int) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(SHIFT, {"secs": seconds})
+
+    async def tick(self) -> maintenance.TickResult:
+        async with self.engine.connect() as conn:
+            return await maintenance.tick(conn)
+
+    async def rows(self) -> list[dict[str, Any]]:
+        async with self.engine.begin() as conn:
+            return [dict(row) for row in (await conn.execute(ROWS)).mappings()]
+
+
+@pytest.fixture(scope="module")
+def harness(postgres: Any) -> Iterator[Harness]:
+    name = postgres.create()
+    h = Harness(postgres.url(name))
+    try:
+        yield h
+    finally:
+        h.close()
+        postgres.drop(name)
+
+
+# --- known bugs ------------------------------------------------------------------------------
+#
+# Two ways in which the dequeue of app/store/queries.py departs from the model, each pinned by an
+# xfail test at the end of this module. The machine tolerates a difference only when this exact
+# emulation of the two bugs produces the service's answer, so every other departure still fails.
+# When the bugs are fixed the xfail tests pass (strict: the run fails) and this section, with its
+# one use in QueueMachine.do_dequeue, should go.
+#
+# 1. Due messages are picked by visible_at, not by priority. The ``due`` branch of the dequeue
+#    statements takes the first ``LIMIT`` invisible-but-due messages ORDER BY visible_at (ties in
+#    any order); only then does ``picked`` sort by priority. A due message with a lower priority
+#    but a later visible_at is passed over (§5.5) until the scheduler promotes it.
+# 2. The exclusive dequeue under-fills batches. Its ``ready`` branch looks at the first
+#    ``scan = min(count*4, 400)`` pending messages only, and keeps one per value afterwards; when
+#    they share fewer than ``count`` values, fewer messages are leased than are eligible (§4:
+#    "other values are served normally").
+
+
+def implemented_dequeue(
+    model: M.Model, queue: str, count: int, wanted: dict[str, str]
+) -> set[tuple[str, ...]]:
+    """Every answer the current dequeue statements may give (both known bugs included)."""
+    q = model.queues[queue]
+    if q.dequeue_paused:
+        return {()}
+    window = min(count * 4, 400) if q.exclusive else count
+    held = q.held_values()
+
+    def candidate(m: M.MessageModel) -> bool:
+        return model.is_eligible(q, m, wanted) and m.exclusive_value not in held
+
+    messages = [m for m in q.messages.values() if candidate(m)]
+    ready = sorted((m for m in messages if m.state == M.PENDING), key=lambda m: m.order)[:window]
+    due = sorted((m for m in messages if m.state == M.INVISIBLE), key=lambda m: m.visible_at)
+    if len(due) <= window:
+        due_choices: list[list[M.MessageModel]] = [due]
+    else:  # LIMIT cuts through a group of equal visible_at: any of them may be taken
+        cut = due[window - 1].visible_at
+        before = [m for m in due if m.visible_at < cut]
+        tied = [m for m in due if m.visible_at == cut]
+        due_choices = [
+            before + list(more) for more in itertools.combinations(tied, window - len(before))
+        ]
+    answers = set()
+    for due_part in due_choices:
+        picked: list[M.MessageModel] = []
+        values: set[str | None] = set()
+        for m in sorted(ready + due_part, key=lambda m: m.order):
+            if q.exclusive and m.exclusive_value in values:
+                continue
+            values.add(m.exclusive_value)
+            picked.append(m)
+        answers.add(tuple(m.id for m in picked[:count]))
+    return answers
+
+
+# --- the machine -------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the model says an operation does: a result, or a refusal."""
+
+    result: Any = None
+    refusal: M.Refusal | None = None
+
+
+def model_does(fn: Any, *args: Any, **kwargs: Any) -> Outcome:
+    try:
+        return Outcome(result=fn(*args, **kwargs))
+    except M.Refusal as refusal:
+        return Outcome(refusal=refusal)
+
+
+def near(actual: float | None, expected: float | None) -> bool:
+    if actual is None or expected is None:
+        return actual is None and expected is None
+    return abs(actual - expected) < TOLERANCE
+
+
+class QueueMachine(RuleBasedStateMachine):
+    """Drives QueueService and the model in lockstep."""
+
+    harness: ClassVar[Harness]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h = type(self).harness
+        self.h.run(self.h.reset())
+        self.model = M.Model(QUEUE_SPECS)
+        self.all_leases: list[str] = []
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def has_messages(self) -> bool:
+        return any(q.messages for q in self.model.queues.values())
+
+    def call(self, coro: Coroutine[Any, Any, T], expected: Outcome, what: str) -> T | None:
+        """Run a service call and check that it refuses exactly when (and how) the model does."""
+        error: SundialError | None = None
+        try:
+            result = self.h.run(coro)
+        except SundialError as refused:
+            error = refused
+        if error is not None:
+            assert expected.refusal is not None, (
+                f"{what}: service refused with {type(error).__name__} ({error}); model accepts"
+            )
+            wanted = ERRORS[expected.refusal.kind]
+            assert type(error) is wanted, (
+                f"{what}: service refused with {type(error).__name__} ({error});"
+                f" model refuses with {wanted.__name__} ({expected.refusal})"
+            )
+            event(f"{what} -> {wanted.__name__}")
+            return None
+        assert expected.refusal is None, (
+            f"{what}: service accepted; model refuses with {expected.refusal}"
+        )
+        event(f"{what} -> ok")
+        return result
+
+    def check_message(self, what: str, got: Any, queue: str, message_id: str) -> None:
+        m = self.model.get(queue, message_id)
+        assert (str(got.state), got.attempts) == (m.state, m.attempts), (
+            f"{what} {queue}/{message_id}: service says {got.state}/{got.attempts} attempts,"
+            f" model {m.state}/{m.attempts}"
+        )
+
+    def draw_target(self, data: st.DataObject, queue: str, prefer: frozenset[str]) -> str:
+        """A message id: mostly one the model knows (in a preferred state when there is one)."""
+        messages = self.model.queues[queue].messages
+        known = sorted(messages)
+        preferred = [i for i in known if messages[i].state in prefer]
+        pool: tuple[str, ...] | list[str]
+        choice = data.draw(st.integers(0, 9), label="which pool")
+        if choice < 6 and preferred:
+            pool = preferred
+        elif choice < 8 and known:
+            pool = known
+        else:
+            pool = ID_POOL + NEVER_IDS
+        return data.draw(st.sampled_from(pool), label="message id")
+
+    def draw_lease(
+        self, data: st.DataObject, queue: str, message_id: str, *, allow_none: bool = False
+    ) -> tuple[str, str | None]:
+        """A lease to present: the current one, a stale one, a random or a malformed one."""
+        kinds = ["current", "current", "current", "stale", "random", "malformed"]
+        if allow_none:
+            kinds.append("none")
+        kind = data.draw(st.sampled_from(kinds), label="lease kind")
+        message = self.model.queues[queue].messages.get(message_id)
+        if kind == "none":
+            return kind, None
+        if kind == "malformed":
+            return kind, "not-a-lease"
+        if kind == "current" and message is not None and message.lease_id is not None:
+            return kind, message.lease_id
+        current = message.lease_id if message is not None else None
+        stale = [lease for lease in self.all_leases if lease != current]
+        if kind == "stale" and stale:
+            return kind, data.draw(st.sampled_from(stale), label="stale lease")
+        return "random", str(data.draw(st.uuids(), label="random lease"))
+
+    # --- producing -----------------------------------------------------------------------------
+
+    @initialize(data=st.data())
+    def seed(self, data: st.DataObject) -> None:
+        """Start with a few messages in each queue, so that every rule has something to act on."""
+        for queue in QUEUE_NAMES:
+            self.enqueue(data, queue, data.draw(st.integers(2, 6), label="seed size"))
+
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES), size=st.integers(1, 6))
+    def enqueue(self, data: st.DataObject, queue: str, size: int) -> None:
+        exclusive = queue == EXCLUSIVE
+        news: list[NewMessage] = []
+        for _ in range(size):
+            if news and data.draw(st.integers(0, 4), label="repeat an id") == 0:
+                message_id: str | None = data.draw(
+                    st.sampled_from([n.id for n in news if n.id is not None] or list(ID_POOL))
+                )
+            else:
+                message_id = data.draw(st.sampled_from((*ID_POOL, None)), label="id")
+            if exclusive:
+                metadata = {KEY: data.draw(st.sampled_from(VALUES), label="value")}
+                if data.draw(st.integers(0, 24), label="forget the key") == 0:
+                    metadata = {}
+            else:
+                metadata = {"color": data.draw(st.sampled_from(COLORS), label="color")}
+            news.append(
+                NewMessage(
+                    id=message_id,
+                    priority=data.draw(st.sampled_from((None, -2, -1, 0, 1, 2)), label="prio"),
+                    metadata=metadata,
+                    delay_seconds=data.draw(
+                        st.sampled_from((None, 0, 0, 0, 60, 120)), label="delay"
+                    ),
+                    max_attempts=data.draw(st.sampled_from((None, 1, 2, 3)), label="attempts"),
+                    lease_seconds=data.draw(st.sampled_from((None, 60, 180)), label="lease"),
+                    ttl_seconds=data.draw(st.sampled_from((None, None, 60, 180)), label="ttl"),
+                )
+            )
+        try:
+            self.model.check_enqueue(queue, [n.metadata for n in news])
+            expected = Outcome()
+        except M.Refusal as refusal:
+            expected = Outcome(refusal=refusal)
+        before_ms = time.time() * 1000
+        outcomes = self.call(self.h.service.enqueue(NS, queue, news), expected, "enqueue")
+        after_ms = time.time() * 1000
+        if outcomes is None:
+            return
+        assert len(outcomes) == len(news)
+        submitted = []
+        for new, outcome in zip(news, outcomes, strict=True):
+            if new.id is None:
+                assert outcome.created, "a server-generated id collided"
+                assert outcome.id not in self.model.queues[queue].messages
+            else:
+                assert outcome.id == new.id
+            submitted.append(
+                M.Submitted(
+                    id=outcome.id,
+                    priority=new.priority,
+                    metadata=new.metadata,
+                    delay_seconds=new.delay_seconds,
+                    max_attempts=new.max_attempts,
+                    lease_seconds=new.lease_seconds,
+                    ttl_seconds=new.ttl_seconds,
+                )
+            )
+        expected_outcomes = self.model.enqueue(queue, submitted)
+        actual = [(o.id, str(o.state), o.created) for o in outcomes]
+        assert actual == expected_outcomes, f"enqueue: service {actual}, model {expected_outcomes}"
+        # The default priority is the enqueue time in Unix ms (§1): learn it, within the call.
+        unresolved = [m for m in self.model.queues[queue].messages.values() if m.priority is None]
+        if unresolved:
+            stored = {(r["queue"], r["id"]): r["priority"] for r in self.h.run(self.h.rows())}
+            for m in unresolved:
+                priority = stored[(queue, m.id)]
+                assert before_ms - 2000 <= priority <= after_ms + 2000, (
+                    f"default priority {priority} of {m.id} is not the enqueue time in ms"
+                    f" ({before_ms:.0f}..{after_ms:.0f})"
+                )
+                m.priority = priority
+
+    # --- consuming -----------------------------------------------------------------------------
+
+    def do_dequeue(
+        self, queue: str, count: int, lease_seconds: int | None, wanted: dict[str, str]
+    ) -> list[LeasedMessage]:
+        """Dequeue on both sides; the service must lease exactly the model's choice."""
+        choice = self.model.dequeue_choice(queue, count, wanted)
+        leased = self.h.run(
+            self.h.service.dequeue(
+                NS, queue, count=count, lease_seconds=lease_seconds, metadata=wanted
+            )
+        )
+        got = [lease.id for lease in leased]
+        if got != choice:
+            # A known bug (see the xfail tests below) may explain the difference; anything
+            # else is a new failure. SUNDIAL_MODEL_STRICT=1 refuses the known bugs too.
+            explained = tuple(got) in implemented_dequeue(self.model, queue, count, wanted)
+            tolerated = explained and not STRICT
+            assert tolerated, (
+                f"dequeue {queue} count={count} filter={wanted}: service leased {got},"
+                f" model expects {choice}"
+                + (" (a known bug: see the xfail tests)" if explained else "")
+            )
+            event("dequeue: known bug tolerated")
+        event(f"dequeue leased {len(got)}")
+        for lease in leased:
+            assert lease.lease_id not in self.all_leases, "a lease id was issued twice"
+            self.all_leases.append(lease.lease_id)
+            m = self.model.grant(queue, lease.id, lease.lease_id, lease_seconds)
+            assert (lease.attempt, lease.priority) == (m.attempts, m.priority), (
+                f"dequeue {queue}/{lease.id}: service attempt {lease.attempt} priority"
+                f" {lease.priority}, model {m.attempts} {m.priority}"
+            )
+        return leased
+
+    @rule(
+        data=st.data(),
+        queue=st.sampled_from(QUEUE_NAMES),
+        count=st.integers(1, 5),
+        lease_seconds=st.sampled_from((None, None, 60, 180)),
+        filtered=st.integers(0, 4),
+    )
+    def dequeue(
+        self,
+        data: st.DataObject,
+        queue: str,
+        count: int,
+        lease_seconds: int | None,
+        filtered: int,
+    ) -> None:
+        wanted: dict[str, str] = {}
+        if filtered == 0:
+            if queue == EXCLUSIVE:
+                wanted = {KEY: data.draw(st.sampled_from(VALUES), label="filter value")}
+            else:
+                wanted = {"color": data.draw(st.sampled_from(COLORS), label="filter color")}
+        self.do_dequeue(queue, count, lease_seconds, wanted)
+
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES), count=st.integers(1, 3))
+    def consume(self, data: st.DataObject, queue: str, count: int) -> None:
+        """A well-behaved worker: dequeue, then complete, fail or extend each lease (or not)."""
+        for lease in self.do_dequeue(queue, count, None, {}):
+            op = data.draw(st.sampled_from(("complete", "fail", "extend", "keep")), label="op")
+            if op != "keep":
+                self.settle_one(data, queue, lease.id, op, "current", lease.lease_id)
+
+    def settle_one(
+        self, data: st.DataObject, queue: str, message_id: str, op: str, kind: str, lease: str
+    ) -> None:
+        """complete, fail or extend ``message_id`` with ``lease`` on both sides."""
+        service = self.h.service
+        coro: Coroutine[Any, Any, Message]
+        if op == "complete":
+            expected = model_does(self.model.complete, queue, message_id, lease)
+            coro = service.complete(NS, queue, message_id, lease)
+        elif op == "fail":
+            delay = data.draw(st.sampled_from((None, None, 0, 60)), label="retry delay")
+            expected = model_does(self.model.fail, queue, message_id, lease, delay)
+            coro = service.fail(
+                NS, queue, message_id, lease, error="boom", retry_delay_seconds=delay
+            )
+        else:
+            seconds = data.draw(st.sampled_from((60, 120)), label="extend by")
+            expected = model_does(self.model.extend, queue, message_id, lease, seconds)
+            coro = service.extend(NS, queue, message_id, lease, seconds)
+        got = self.call(coro, expected, f"{op} with {kind} lease")
+        if got is not None:
+            self.check_message(op, got, queue, message_id)
+
+    @precondition(lambda self: self.has_messages())
+    @rule(
+        data=st.data(),
+        queue=st.sampled_from(QUEUE_NAMES),
+        op=st.sampled_from(("complete", "fail", "extend")),
+    )
+    def settle(self, data: st.DataObject, queue: str, op: str) -> None:
+        """complete, fail or extend some message with some lease."""
+        message_id = self.draw_target(data, queue, frozenset({M.RUNNING, M.COMPLETED}))
+        kind, lease = self.draw_lease(data, queue, message_id)
+        assert lease is not None
+        self.settle_one(data, queue, message_id, op, kind, lease)
+
+    # --- managing ------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.has_messages())
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES), force=st.booleans())
+    def cancel(self, data: st.DataObject, queue: str, force: bool) -> None:
+        message_id = self.draw_target(data, queue, M.LIVE)
+        kind, lease = self.draw_lease(data, queue, message_id, allow_none=True)
+        expected = model_does(self.model.cancel, queue, message_id, lease, force)
+        got = self.call(
+            self.h.service.cancel(NS, queue, message_id, lease_id=lease, force=force),
+            expected,
+            f"cancel with {kind} lease{' (force)' if force else ''}",
+        )
+        if got is not None:
+            self.check_message("cancel", got, queue, message_id)
+
+    @precondition(lambda self: self.has_messages())
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES), delay=st.sampled_from((0, 60)))
+    def requeue(self, data: st.DataObject, queue: str, delay: int) -> None:
+        message_id = self.draw_target(data, queue, M.DEAD_LETTERS)
+        expected = model_does(self.model.requeue, queue, message_id, delay)
+        got = self.call(self.h.service.requeue(NS, queue, message_id, delay), expected, "requeue")
+        if got is not None:
+            self.check_message("requeue", got, queue, message_id)
+
+    @precondition(lambda self: self.has_messages())
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES))
+    def delete(self, data: st.DataObject, queue: str) -> None:
+        message_id = self.draw_target(data, queue, M.TERMINAL | {M.RUNNING})
+        expected = model_does(self.model.delete, queue, message_id)
+        self.call(self.h.service.delete_message(NS, queue, message_id), expected, "delete")
+
+    @precondition(lambda self: self.has_messages())
+    @rule(
+        data=st.data(),
+        queue=st.sampled_from(QUEUE_NAMES),
+        priority=st.sampled_from((None, -3, 0, 3)),
+        offset=st.sampled_from((None, -60, 60, 120)),
+    )
+    def update(
+        self, data: st.DataObject, queue: str, priority: int | None, offset: int | None
+    ) -> None:
+        message_id = self.draw_target(data, queue, M.WAITING)
+        visible_at = None if offset is None else self.model.now + offset
+        expected = model_does(self.model.update, queue, message_id, priority, visible_at)
+        real = None if offset is None else datetime.now(UTC) + timedelta(seconds=offset)
+        changes = MessageChanges(priority=priority, visible_at=real)
+        got = self.call(
+            self.h.service.update_message(NS, queue, message_id, changes), expected, "update"
+        )
+        if got is not None:
+            self.check_message("update", got, queue, message_id)
+
+    @precondition(lambda self: self.has_messages())
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES))
+    def get_message(self, data: st.DataObject, queue: str) -> None:
+        message_id = self.draw_target(data, queue, M.LIVE)
+        expected = model_does(self.model.get, queue, message_id)
+        got = self.call(self.h.service.get_message(NS, queue, message_id), expected, "get")
+        if got is not None:
+            self.check_message("get", got, queue, message_id)
+
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES))
+    def paused_enqueue(self, data: st.DataObject, queue: str) -> None:
+        """§3: enqueue is refused while ``enqueue_paused`` (nothing is created)."""
+        self.set_paused(queue, "enqueue_paused", on=True)
+        self.enqueue(data, queue, data.draw(st.integers(1, 2), label="size"))
+        self.set_paused(queue, "enqueue_paused", on=False)
+
+    @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES), count=st.integers(1, 5))
+    def paused_dequeue(self, data: st.DataObject, queue: str, count: int) -> None:
+        """§3: dequeue returns nothing while ``dequeue_paused`` (nothing is leased)."""
+        self.set_paused(queue, "dequeue_paused", on=True)
+        self.do_dequeue(queue, count, None, {})
+        self.set_paused(queue, "dequeue_paused", on=False)
+
+    def set_paused(self, queue: str, switch: str, *, on: bool) -> None:
+        self.h.run(self.h.service.update_queue(NS, queue, {switch: on}))
+        if switch == "enqueue_paused":
+            self.model.set_paused(queue, enqueue=on, dequeue=None)
+        else:
+            self.model.set_paused(queue, enqueue=None, dequeue=on)
+
+    # --- time ----------------------------------------------------------------------------------
+
+    @rule(seconds=st.sampled_from((60, 120, 300)), then_tick=st.booleans())
+    def advance(self, seconds: int, then_tick: bool) -> None:
+        self.model.advance(seconds)
+        self.h.run(self.h.shift(seconds))
+        if then_tick:
+            self.scheduler_tick()
+
+    @rule()
+    def scheduler_tick(self) -> None:
+        expected = self.model.tick()
+        got = self.h.run(self.h.tick())
+        actual = M.TickCounts(got.promoted, got.released, got.expired)
+        assert actual == expected, f"tick: scheduler {actual}, model {expected}"
+        event(f"tick changed {got.total > 0}")
+
+    # --- what must hold after every step -------------------------------------------------------
+
+    @invariant()
+    def database_agrees(self) -> None:
+        rows = self.h.run(self.h.rows())
+        now = self.model.now
+        stored = {(r["queue"], r["id"]): r for r in rows}
+        modeled = {
+            (q.spec.name, m.id): m for q in self.model.queues.values() for m in q.messages.values()
+        }
+        assert set(stored) == set(modeled), (
+            f"messages: only in the database {sorted(set(stored) - set(modeled))},"
+            f" only in the model {sorted(set(modeled) - set(stored))}"
+        )
+        problems = []
+
+        def rel(t: int | None) -> float | None:
+            return None if t is None else float(t - now)
+
+        for key, m in modeled.items():
+            r = stored[key]
+            exp = {
+                "state": m.state,
+                "attempts": m.attempts,
+                "max_attempts": m.max_attempts,
+                "priority": m.priority,
+                "exclusive_value": m.exclusive_value,
+            }
+            act = {field: r[field] for field in exp}
+            if m.state == M.RUNNING:
+                exp["lease_id"], act["lease_id"] = m.lease_id, r["lease_id"]
+            if act != exp:
+                problems.append(f"{key}: database {act}, model {exp}")
+            timing = [
+                ("lease_expires_at", r["lease_in"], rel(m.lease_expires_at)),
+                ("expires_at", r["expires_in"], rel(m.expires_at)),
+            ]
+            if m.state in M.WAITING:
+                timing.append(("visible_at", r["visible_in"], rel(m.visible_at)))
+            problems.extend(
+                f"{key}: {name} is now{actual:+.0f}s in the database, now{expected:+.0f}s"
+                " in the model"
+                if actual is not None and expected is not None
+                else f"{key}: {name} database {actual}, model {expected}"
+                for name, actual, expected in timing
+                if not near(actual, expected)
+            )
+            # §1: a message canceled because expires_at passed says so (requeue keeps the old
+            # last_error, so only this direction is checked).
+            if m.expired and r["last_error"] != "expired":
+                problems.append(f"{key}: expired, but last_error is {r['last_error']!r}")
+        assert not problems, "\n".join(problems)
+        # Enqueue order, the tie-breaker, is the model's order.
+        for name in QUEUE_NAMES:
+            db_order = [r["id"] for r in rows if r["queue"] == name]
+            model_order = [
+                m.id for m in sorted(self.model.queues[name].messages.values(), key=lambda m: m.seq)
+            ]
+            assert db_order == model_order, f"{name}: enqueue order {db_order} vs {model_order}"
+        # §4: at most one running message per exclusive value.
+        running = [
+            r["exclusive_value"]
+            for r in rows
+            if r["queue"] == EXCLUSIVE and r["state"] == M.RUNNING
+        ]
+        assert len(running) == len(set(running)), f"two running messages share a value: {running}"
+
+
+def test_service_matches_model(harness: Harness) -> None:
+    QueueMachine.harness = harness
+    run_state_machine_as_test(QueueMachine, settings=SETTINGS)
+
+
+# --- regression tests for the known bugs ------------------------------------------------------
+
+
+@pytest.fixture
+def fresh(harness: Harness) -> Harness:
+    harness.run(harness.reset())
+    return harness
+
+
+@pytest.mark.parametrize("queue", QUEUE_NAMES)
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: dequeue takes due, not yet promoted messages by visible_at, not by priority"
+    " (app/store/queries.py, the 'due' branch of _DEQUEUE_SIMPLE and _DEQUEUE_EXCLUSIVE)",
+)
+def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None:
+    """§5.5 without concurrency: of due messages the lowest priority goes first, whether or not
+    the scheduler has promoted them yet (known bug 1). The exclusive dequeue looks at 4 due
+    messages per requested one, so there it takes 4 earlier ones to hide the urgent one."""
+    service = fresh.service
+    earlier = 1 if queue == SIMPLE else 4
+    batch = [
+        NewMessage(id=f"late{i}", priority=5, delay_seconds=60, metadata={KEY: f"v{i}"})
+        for i in range(earlier)
+    ]
+    batch.append(NewMessage(id="urgent", priority=-5, delay_seconds=120, metadata={KEY: "u"}))
+    fresh.run(service.enqueue(NS, queue, batch))
+    fresh.run(fresh.shift(120))  # all due; no scheduler tick
+    leased = fresh.run(service.dequeue(NS, queue, count=1))
+    assert [m.id for m in leased] == ["urgent"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: exclusive dequeue scans only count*4 pending messages, so a batch leases fewer"
+    " messages than there are free values (app/store/queries.py, _DEQUEUE_EXCLUSIVE, :scan)",
+)
+def test_exclusive_batch_takes_one_message_of_every_free_value(fresh: Harness) -> None:
+    """§4: a batch of 2 takes the best message of value ``a`` and the one of value ``b``, however
+    many ``a`` messages rank before ``b`` (known bug 2)."""
+    service = fresh.service
+    batch = [
+        NewMessage(id=f"a{i}", priority=i, delay_seconds=0, metadata={KEY: "a"}) for i in range(8)
+    ]
+    batch.append(NewMessage(id="b", priority=100, delay_seconds=0, metadata={KEY: "b"}))
+    fresh.run(service.enqueue(NS, EXCLUSIVE, batch))
+    leased = fresh.run(service.dequeue(NS, EXCLUSIVE, count=2))
+    assert [m.id for m in leased] == ["a0", "b"]
+
+
+def test_known_bug_emulation_is_narrow() -> None:
+    """The machine tolerates only what :func:`implemented_dequeue` predicts: on the two examples
+    above it predicts exactly the service's wrong answer, and nothing else."""
+    model = M.Model(QUEUE_SPECS)
+    model.enqueue(SIMPLE, [M.Submitted("late", 5, {}, 60), M.Submitted("urgent", -5, {}, 120)])
+    model.advance(120)
+    assert model.dequeue_choice(SIMPLE, 1) == ["urgent"]
+    assert implemented_dequeue(model, SIMPLE, 1, {}) == {("late",)}
+    assert implemented_dequeue(model, SIMPLE, 2, {}) == {("urgent", "late")}
+
+    subs = [M.Submitted(f"a{i}", i, {KEY: "a"}, 0) for i in range(8)]
+    model.enqueue(EXCLUSIVE, [*subs, M.Submitted("b", 100, {KEY: "b"}, 0)])
+    assert model.dequeue_choice(EXCLUSIVE, 2) == ["a0", "b"]
+    assert implemented_dequeue(model, EXCLUSIVE, 2, {}) == {("a0",)}
+    assert implemented_dequeue(model, EXCLUSIVE, 3, {}) == {("a0", "b")}
