@@ -163,7 +163,8 @@ MESSAGES_STATES: Final[TextClause] = text(
 # another claim holds instead of waiting:
 #   ready: walks messages_pending_idx (queue_id, priority, seq) WHERE state = 'pending' in order;
 #   due:   invisible messages whose visible_at has passed but that the scheduler has not
-#          promoted yet (messages_invisible_idx), so a due message never waits for its tick.
+#          promoted yet (found through messages_invisible_idx; few, so ranking them by
+#          priority is cheap), so a due message never waits for its tick.
 # MATERIALIZED fences the candidate set: the ranking runs once, not once per updated row.
 _DEQUEUE_SIMPLE = """
 WITH candidate AS MATERIALIZED (
@@ -182,7 +183,7 @@ WITH candidate AS MATERIALIZED (
         WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id
           AND metadata @> CAST(:filter AS jsonb)
           AND (expires_at IS NULL OR expires_at > now())
-        ORDER BY visible_at
+        ORDER BY priority, seq
         LIMIT :count
         FOR UPDATE SKIP LOCKED
     ) AS due
@@ -222,7 +223,7 @@ WITH candidate AS MATERIALIZED (
               SELECT 1 FROM messages r
               WHERE r.queue_id = :queue_id AND r.state = 'running'
                 AND r.exclusive_value = c.exclusive_value)
-        ORDER BY visible_at
+        ORDER BY priority, seq
         LIMIT :scan
         FOR UPDATE SKIP LOCKED
     ) AS due

@@ -743,11 +743,6 @@ def fresh(harness: Harness) -> Harness:
 
 
 @pytest.mark.parametrize("queue", QUEUE_NAMES)
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: dequeue takes due, not yet promoted messages by visible_at, not by priority"
-    " (app/store/queries.py, the 'due' branch of _DEQUEUE_SIMPLE and _DEQUEUE_EXCLUSIVE)",
-)
 def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None:
     """§5.5 without concurrency: of due messages the lowest priority goes first, whether or not
     the scheduler has promoted them yet (known bug 1). The exclusive dequeue looks at 4 due
