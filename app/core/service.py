@@ -432,11 +432,8 @@ class QueueService:
         # current one for the same id is refused, as fencing requires.
         refused = {i.id for i in complete if (i.id, _lease_uuid(i.lease_id)) not in completed}
         refused |= {i.id for i in fail if (i.id, _lease_uuid(i.lease_id)) not in failed}
-        guards = {
-            message_id: await self.store.guard_state(queue, message_id)
-            for message_id in sorted(refused)
-            if _could_exist(validation.MESSAGE_ID_PATTERN, message_id)
-        }
+        known = [i for i in refused if _could_exist(validation.MESSAGE_ID_PATTERN, i)]
+        guards = await self.store.guard_states(queue, known) if known else {}
 
         def result(item: LeaseRef, done: set[tuple[str, str]], *, completing: bool) -> AckResult:
             lease = _lease_uuid(item.lease_id)

@@ -488,10 +488,11 @@ MESSAGES_FAIL_MANY: Final[TextClause] = text(
 )
 
 # Why a guarded statement changed nothing: the caller reads the row's state and lease.
-MESSAGE_GUARD_STATE: Final[TextClause] = text(
+MESSAGE_GUARD_STATES: Final[TextClause] = text(
     """
-    SELECT state::text AS state, lease_id::text AS lease_id, lease_expires_at > now() AS live
-    FROM messages WHERE queue_id = :queue_id AND id = :id
+    SELECT id, state::text AS state, lease_id::text AS lease_id,
+           lease_expires_at > now() AS live
+    FROM messages WHERE queue_id = :queue_id AND id = ANY(CAST(:ids AS text[]))
     """
 )
 
