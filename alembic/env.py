@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
 from app.store.tables import metadata
 
@@ -50,16 +50,28 @@ def run_migrations_online() -> None:
     engine.dispose()
 
 
+# Servers sharing a database may all start at once, each upgrading it: the first to take this
+# lock migrates, the others wait for it and then find the schema at head.
+MIGRATION_LOCK_KEY = 0x53756E6469616D  # "Sundiam"
+
+
 def _run(connection: Any) -> None:
-    context.configure(
-        connection=connection,
-        target_metadata=metadata,
-        include_name=_include_name,
-        compare_type=True,
-        transaction_per_migration=True,
-    )
-    with context.begin_transaction():
-        context.run_migrations()
+    connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    connection.commit()  # the lock belongs to the session and outlives the transaction
+    try:
+        context.configure(
+            connection=connection,
+            target_metadata=metadata,
+            include_name=_include_name,
+            compare_type=True,
+            transaction_per_migration=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    finally:
+        connection.rollback()
+        connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        connection.commit()
 
 
 if context.is_offline_mode():

@@ -27,6 +27,9 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
     restarts, the first statement on a dead connection fails (503 for that request) and
     SQLAlchemy then invalidates every connection of the pool made before the failure, so the
     server recovers by itself.
+
+    TCP keepalives (libpq's, ignored on Unix sockets) make a connection to a database that has
+    vanished from the network fail within about a minute instead of the kernel's two hours.
     """
     return create_async_engine(
         database_url,
@@ -34,7 +37,17 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
         max_overflow=pool_size,
         pool_pre_ping=False,
         pool_recycle=3600,
+        connect_args=TCP_KEEPALIVES,
     )
+
+
+TCP_KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,  # seconds of silence before the first probe
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 60_000,  # ms a sent byte may stay unacknowledged
+}
 
 
 def build_service(engine: AsyncEngine, settings: Settings) -> QueueService:

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from limits import parse
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -68,8 +68,15 @@ class Settings(BaseSettings):
     leader_poll_seconds: float = Field(default=1.0, gt=0, le=10)
     """How often a standby process tries to become the active scheduler."""
 
+    leader_stale_seconds: float = Field(default=3.0, ge=0.5, le=300)
+    """A leader whose database session has been idle this long is frozen or cut off: a standby
+    terminates that session (fencing it) and takes over. Must exceed scheduler_tick_seconds."""
+
     history_partition_days_ahead: int = Field(default=3, ge=1, le=60)
     """How many daily history partitions the scheduler keeps created ahead of time."""
+
+    startup_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
+    """How long `sundial serve` waits at start for the database to accept connections."""
 
     log_level: str = "INFO"
     """Logging level of the server."""
@@ -80,6 +87,15 @@ class Settings(BaseSettings):
         if value is not None:
             parse(value)  # raises ValueError with the reason
         return value
+
+    @model_validator(mode="after")
+    def _leader_outlives_a_tick(self) -> Settings:
+        if self.leader_stale_seconds <= 2 * self.scheduler_tick_seconds:
+            raise ValueError(
+                "leader_stale_seconds must exceed twice scheduler_tick_seconds, or a working"
+                " leader would be taken for a stalled one"
+            )
+        return self
 
 
 def reference_table() -> str:

@@ -42,8 +42,24 @@ def _configure_logging(level: str) -> None:
 def _database(settings: Settings, *, migrate: bool = True) -> Iterator[str]:
     """The database URL to use: the configured one, or the embedded default (started here).
 
+    With ``migrate``, waits for the database to accept connections (it may still be starting,
+    e.g. beside the server in docker compose), then upgrades its schema to the newest revision.
     The embedded cluster is stopped again on exit if this call started it.
     """
+    with _database_url(settings) as url:
+        if migrate:
+            from app.store import migrate as migrations
+
+            try:
+                migrations.wait_until_reachable(url, settings.startup_timeout_seconds)
+            except migrations.DatabaseUnreachable as error:
+                raise click.ClickException(str(error)) from error
+            migrations.upgrade(url)
+        yield url
+
+
+@contextlib.contextmanager
+def _database_url(settings: Settings) -> Iterator[str]:
     if settings.database_url is not None:
         yield settings.database_url
         return
@@ -58,10 +74,6 @@ def _database(settings: Settings, *, migrate: bool = True) -> Iterator[str]:
         raise click.ClickException(str(error)) from error
     log.info("embedded PostgreSQL in %s on port %d", cluster.data_dir, cluster.port)
     try:
-        if migrate:
-            from app.store import migrate as migrations
-
-            migrations.upgrade(cluster.sqlalchemy_url)
         yield cluster.sqlalchemy_url
     finally:
         if not was_running:
@@ -97,10 +109,6 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
     settings = settings.model_copy(update=updates)
     embedded = settings.database_url is None
     with _database(settings, migrate=not no_migrate) as url:
-        if not embedded and not no_migrate:
-            from app.store import migrate as migrations
-
-            migrations.upgrade(url)
         admin_token = None
         if embedded or settings.admin_token is None:
             admin_token, generated = bootstrap.ensure_admin_token(settings)
@@ -209,7 +217,8 @@ def _run(work: Callable[[QueueService], Awaitable[T]]) -> T:
         finally:
             await engine.dispose()
 
-    with _database(settings) as url:
+    # An embedded database is this command's own: bring it to the newest schema on first use.
+    with _database(settings, migrate=settings.database_url is None) as url:
         try:
             return asyncio.run(call(url))
         except SundialError as error:

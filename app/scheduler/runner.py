@@ -13,6 +13,13 @@ the leader does its work on that same connection. If the leader process dies, it
 closes, PostgreSQL drops the lock, and a follower takes over at its next poll (about a second).
 If the connection breaks, the leader stops working at once, because its work needs it.
 
+A leader can also stall without its session ending: its process frozen, or its network to the
+database cut while the server side of the connection stays open. Its session then holds the lock
+but runs nothing, while a working leader runs a statement every tick. A standby that fails to
+take the lock therefore looks at the holder's session, and if it has been idle for longer than
+``leader_stale_seconds`` it terminates it (fencing: the stalled leader's next statement fails,
+and it returns to standby) and takes the lock.
+
 Nothing depends on the leader for correctness: every maintenance statement is guarded and
 batched with SKIP LOCKED, and dequeue takes due messages by itself; one leader only avoids waste.
 """
@@ -36,6 +43,7 @@ log = logging.getLogger("sundial.scheduler")
 
 LEADER_LOCK_KEY = 0x53756E6469616C  # "Sundial" in ASCII: the advisory lock of the leader
 HEARTBEAT_SECONDS = 1.0
+FENCE_WAIT_MS = 2000  # how long a standby waits for a fenced leader's session to end
 
 
 class Scheduler:
@@ -114,6 +122,10 @@ class Scheduler:
             acquired = (
                 await conn.execute(queries.LEADER_TRY_LOCK, {"key": LEADER_LOCK_KEY})
             ).scalar()
+            if not acquired and await self._fence_stalled_leader(conn):
+                acquired = (
+                    await conn.execute(queries.LEADER_TRY_LOCK, {"key": LEADER_LOCK_KEY})
+                ).scalar()
             await self._heartbeat(conn, leader=bool(acquired))
             if acquired:
                 self.is_leader = True
@@ -146,10 +158,36 @@ class Scheduler:
                 await conn.rollback()
             if loop.time() >= next_heartbeat:
                 await self._heartbeat(conn, leader=True)
+                if await maintenance.analyze_if_stale(conn):
+                    log.debug("analyzed the messages table (statistics were stale)")
                 next_heartbeat = loop.time() + HEARTBEAT_SECONDS
             self.ticks += 1
             await self._announce()
             await self._pause(self.settings.scheduler_tick_seconds)
+
+    async def _fence_stalled_leader(self, conn: AsyncConnection) -> bool:
+        """Terminate the leader's session if it has stopped working; True if one was ended."""
+        rows = (
+            await conn.execute(
+                queries.LEADER_FENCE,
+                {
+                    "key_high": LEADER_LOCK_KEY >> 32,
+                    "key_low": LEADER_LOCK_KEY & 0xFFFFFFFF,
+                    "stale_seconds": self.settings.leader_stale_seconds,
+                    "wait_ms": FENCE_WAIT_MS,
+                },
+            )
+        ).all()
+        await conn.commit()
+        for pid, terminated in rows:
+            log.warning(
+                "scheduler %s fenced the stalled leader session %s (idle over %.1f s): %s",
+                self.node_id,
+                pid,
+                self.settings.leader_stale_seconds,
+                "ended" if terminated else "did not end in time",
+            )
+        return any(terminated for _, terminated in rows)
 
     async def _heartbeat(self, conn: AsyncConnection, *, leader: bool) -> None:
         await conn.execute(

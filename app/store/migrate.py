@@ -6,15 +6,21 @@ the top of the checkout.
 
 from __future__ import annotations
 
+import itertools
+import logging
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
+import sqlalchemy.exc
+import sqlalchemy.pool
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+log = logging.getLogger("sundial.migrate")
 
 
 def alembic_config(url: str) -> Config:
@@ -25,6 +31,37 @@ def alembic_config(url: str) -> Config:
     config.set_main_option("path_separator", "os")
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
+
+
+def wait_until_reachable(url: str, timeout_seconds: float) -> None:
+    """Return once the database at ``url`` accepts connections; raise after ``timeout_seconds``.
+
+    A server started beside its database (docker compose, a host booting) may try before the
+    database is ready; waiting here lets it start instead of failing.
+    """
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args={"connect_timeout": 5})
+    deadline = time.monotonic() + timeout_seconds
+    try:
+        for attempt in itertools.count():
+            try:
+                with engine.connect() as conn:
+                    conn.execute(sa.text("SELECT 1"))
+                return
+            except sa.exc.OperationalError as error:
+                if time.monotonic() >= deadline:
+                    raise DatabaseUnreachable(
+                        f"the database did not accept connections within {timeout_seconds:g} s:"
+                        f" {str(error.orig).strip()}"
+                    ) from error
+                if attempt == 0:
+                    log.warning("waiting for the database: %s", str(error.orig).strip())
+                time.sleep(min(0.2 * 2**attempt, 2.0, max(deadline - time.monotonic(), 0)))
+    finally:
+        engine.dispose()
+
+
+class DatabaseUnreachable(RuntimeError):
+    """The database did not accept connections in time."""
 
 
 def upgrade(url: str, revision: str = "head") -> None:

@@ -46,6 +46,8 @@ log = logging.getLogger("sundial.store")
 # How often a dequeue on an exclusive queue is retried after losing a race for an exclusive
 # value (unique_violation on messages_running_exclusive_uidx).
 EXCLUSIVE_CLAIM_RETRIES = 20
+# The most candidates one claim round on an exclusive queue looks at (4 per wanted message).
+EXCLUSIVE_SCAN_MAX = 400
 
 _json = msgspec.json.Encoder()
 
@@ -119,6 +121,9 @@ def _translate(error: sa_exc.DBAPIError) -> Exception:
     # Class 40, transaction rollback: deadlock_detected, serialization_failure, ...
     if sqlstate.startswith("40"):
         return TransientConflictError("the transaction conflicted with another; retry")
+    if sqlstate == "23503":
+        # foreign_key_violation: the queue (or namespace) was deleted while this request used it.
+        return NotFoundError("the queue no longer exists")
     if isinstance(error, sa_exc.DataError) or sqlstate.startswith("54"):
         # Input PostgreSQL refuses that validation did not foresee (data exceptions, class 22;
         # program limits such as nesting depth, class 54): still the client's.
@@ -421,30 +426,12 @@ class PostgresStore:
         self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
     ) -> list[LeasedMessage]:
         """Lease up to ``count`` messages (fewer, or none, when fewer are ready)."""
-        exclusive = queue.config.kind == "exclusive"
-        stmt = queries.MESSAGES_DEQUEUE_EXCLUSIVE if exclusive else queries.MESSAGES_DEQUEUE_SIMPLE
-        params = {
-            "queue_id": queue.id,
-            "count": count,
-            # Exclusive queues look further ahead: several candidates may share a value.
-            "scan": min(count * 4, 400),
-            "filter": _json.encode(metadata).decode(),
-            "lease_override": lease_seconds,
-            "queue_lease": queue.config.lease_seconds,
-        }
-        for attempt in range(EXCLUSIVE_CLAIM_RETRIES):
-            try:
-                async with self._transaction() as conn:
-                    rows = (await conn.execute(stmt, params)).all()
-                break
-            except sa_exc.IntegrityError as error:
-                # Lost a race for an exclusive value to another consumer: the unique index
-                # refused the second lease, nothing was changed; claim again.
-                if not _is_unique_violation(error, "messages_running_exclusive_uidx"):
-                    raise
-                log.debug("exclusive claim race on queue %s (attempt %d)", queue.id, attempt + 1)
+        if queue.config.kind != "exclusive":
+            params = self._claim_params(queue, count, lease_seconds, metadata)
+            async with self._transaction() as conn:
+                rows = list((await conn.execute(queries.MESSAGES_DEQUEUE_SIMPLE, params)).all())
         else:
-            return []
+            rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
         ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
         return [
             LeasedMessage(
@@ -459,6 +446,62 @@ class PostgresStore:
             )
             for r in ordered
         ]
+
+    @staticmethod
+    def _claim_params(
+        queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> dict[str, Any]:
+        return {
+            "queue_id": queue.id,
+            "count": count,
+            # Exclusive queues look further ahead: several candidates may share a value.
+            "scan": min(count * 4, EXCLUSIVE_SCAN_MAX),
+            "filter": _json.encode(metadata).decode(),
+            "lease_override": lease_seconds,
+            "queue_lease": queue.config.lease_seconds,
+        }
+
+    async def _claim_exclusive(
+        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> list[sa.Row[Any]]:
+        """Claim on an exclusive queue, in rounds until the batch is full or nothing is left.
+
+        A round looks at a window of candidates and leases one message per free value in it;
+        when the window was full (``scanned`` reached ``scan``), values beyond it may be free,
+        so the next round claims the rest. Each round commits: its leases stand even if a later
+        round fails, and they are returned.
+        """
+        leased: list[sa.Row[Any]] = []
+        while len(leased) < count:
+            params = self._claim_params(queue, count - len(leased), lease_seconds, metadata)
+            try:
+                rows = await self._claim_exclusive_round(queue, params)
+            except UnavailableError:
+                if not leased:
+                    raise
+                log.warning("exclusive claim round failed; returning %d leases", len(leased))
+                break
+            leased.extend(rows)
+            if not rows or rows[0].scanned < params["scan"]:
+                break  # nothing more to take, or every candidate was seen
+        return leased
+
+    async def _claim_exclusive_round(
+        self, queue: Queue, params: Mapping[str, Any]
+    ) -> list[sa.Row[Any]]:
+        for attempt in range(EXCLUSIVE_CLAIM_RETRIES):
+            try:
+                async with self._transaction() as conn:
+                    return list(
+                        (await conn.execute(queries.MESSAGES_DEQUEUE_EXCLUSIVE, params)).all()
+                    )
+            except sa_exc.IntegrityError as error:
+                # Lost a race for an exclusive value to another consumer: the unique index
+                # refused the second lease, nothing was changed; claim again.
+                if not _is_unique_violation(error, "messages_running_exclusive_uidx"):
+                    raise
+                log.debug("exclusive claim race on queue %s (attempt %d)", queue.id, attempt + 1)
+        return []
 
     async def get_message(self, queue: Queue, message_id: str) -> Message | None:
         """One message of the queue, or None."""

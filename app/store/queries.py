@@ -189,7 +189,7 @@ WITH candidate AS MATERIALIZED (
     ) AS due
 ),
 picked AS (
-    SELECT id FROM candidate ORDER BY priority, seq LIMIT :count
+    SELECT id, 0 AS scanned FROM candidate ORDER BY priority, seq LIMIT :count
 )
 """
 
@@ -198,6 +198,10 @@ picked AS (
 # value from this batch (DISTINCT ON). Two consumers racing for the same idle value can still both
 # pass NOT EXISTS; the partial unique index then refuses the second UPDATE (unique_violation) and
 # the store retries the claim. The index, not this query, is what guarantees exclusivity.
+# Each source looks at :scan candidates only; when they share fewer values than :count, the batch
+# comes back short although other values may wait further on. Every leased row therefore carries
+# ``scanned``, the candidates looked at: when it reached :scan the store claims again for the
+# rest (the values just leased are running by then, so NOT EXISTS passes over them).
 _DEQUEUE_EXCLUSIVE = """
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
@@ -233,7 +237,7 @@ one_per_value AS (
     ORDER BY exclusive_value, priority, seq
 ),
 picked AS (
-    SELECT id FROM one_per_value
+    SELECT id, (SELECT count(*) FROM candidate) AS scanned FROM one_per_value
     -- A non-blocking lock per value: when two claims pick the same idle value, the second
     -- skips it instead of queueing behind the first on the unique index (two claims taking
     -- two values in opposite orders would deadlock there). Volatile, so it is evaluated
@@ -260,7 +264,7 @@ SET state = 'running',
 FROM picked
 WHERE m.queue_id = :queue_id AND m.id = picked.id
 RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
-          m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at
+          m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, picked.scanned
 """
 
 MESSAGES_DEQUEUE_SIMPLE: Final[TextClause] = text(_DEQUEUE_SIMPLE + _DEQUEUE_GRANT)
@@ -640,8 +644,40 @@ DATABASE_TODAY: Final[TextClause] = text("SELECT (now() AT TIME ZONE 'UTC')::dat
 
 # Leadership: one session-level advisory lock, held by the active scheduler's connection. The
 # lock dies with the connection, so a crashed leader is replaced at the next poll.
+# The hot table's statistics are stale when more rows changed since its last ANALYZE than 1,000
+# plus a tenth of its live rows (autovacuum's own rule with a smaller scale factor).
+MESSAGES_STATISTICS_STALE: Final[TextClause] = text(
+    """
+    SELECT n_mod_since_analyze > 1000 + 0.1 * n_live_tup
+    FROM pg_stat_user_tables WHERE relid = 'messages'::regclass
+    """
+)
+MESSAGES_ANALYZE: Final[TextClause] = text("ANALYZE (SKIP_LOCKED) messages")
+
 LEADER_TRY_LOCK: Final[TextClause] = text("SELECT pg_try_advisory_lock(:key) AS acquired")
 LEADER_UNLOCK: Final[TextClause] = text("SELECT pg_advisory_unlock(:key)")
+
+# Fence a leader that has stopped working. Its session still holds the leader lock (its process
+# is frozen, or it is cut off from the database and the server side of its connection stays
+# open, which TCP alone may not notice for hours), but a working leader runs a statement every
+# tick, so a session idle for longer than :stale_seconds is not leading anything. Terminating it
+# releases the lock. A bigint advisory key shows in pg_locks as classid (high 32 bits), objid
+# (low 32 bits) and objsubid 1. A session in the middle of a statement ('active') is left
+# alone, however long the statement runs. pg_terminate_backend waits up to :wait_ms for the
+# session to end, so the caller can take the lock at once.
+LEADER_FENCE: Final[TextClause] = text(
+    """
+    SELECT activity.pid, pg_terminate_backend(activity.pid, :wait_ms) AS terminated
+    FROM pg_locks AS lock
+    JOIN pg_stat_activity AS activity ON activity.pid = lock.pid
+    WHERE lock.locktype = 'advisory' AND lock.granted
+      AND lock.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND lock.classid = :key_high AND lock.objid = :key_low AND lock.objsubid = 1
+      AND activity.pid <> pg_backend_pid()
+      AND activity.state IN ('idle', 'idle in transaction', 'idle in transaction (aborted)')
+      AND activity.state_change < now() - make_interval(secs => :stale_seconds)
+    """
+)
 
 SCHEDULER_NODE_HEARTBEAT: Final[TextClause] = text(
     """

@@ -8,10 +8,10 @@ Usage (from the top of the checkout)::
 Every fault type of :data:`tests.faults.harness.FAULTS` is injected in shuffled rounds, one after
 another with ``--gap`` seconds of undisturbed traffic before each, until ``--duration`` seconds
 of traffic have passed; then producers stop, the system drains and the checks run. ``--faults``
-restricts the campaign to some fault types (``leader_partition``, not in the default set, shows a
-known bug: see ``docs/reliability.md``); ``--no-proxy`` runs without the TCP proxies (and without
-their faults). The exit status is 0 when no violation was found, 1 otherwise; the working directory
-(cluster data, server logs) is kept when a violation is found, or always with ``--keep``.
+restricts the campaign to some fault types (e.g. ``--faults leader_partition,leader_pause``);
+``--no-proxy`` runs without the TCP proxies (and without their faults). The exit status is 0
+when no violation was found, 1 otherwise; the working directory (cluster data, server logs) is kept
+when a violation is found, or always with ``--keep``.
 """
 
 from __future__ import annotations

@@ -48,10 +48,10 @@ connection), ``leader_loss`` (kill -9 of the process whose scheduler leads, foun
 ``scheduler_nodes``), ``proxy_cut`` (reset every database connection), ``kill_mid_batch``
 (kill -9 while a 400-message enqueue is in flight), ``pg_restart_immediate``
 (``pg_ctl restart -m immediate``), ``proxy_stall`` (nothing flows for longer than a lease) and
-``pause_server`` (SIGSTOP of a server that does not lead for longer than a lease, then SIGCONT).
-Not in the default set, because they fail today (see ``test_faults.py``): ``leader_partition``
-(the leading server alone is cut off from the database, its connections left open) and
-``leader_pause`` (SIGSTOP of the leading server for ``partition_seconds``).
+``pause_server`` (SIGSTOP of a server that does not lead for longer than a lease, then SIGCONT),
+``leader_partition`` (the leading server alone is cut off from the database, its connections left
+open) and ``leader_pause`` (SIGSTOP of the leading server for ``partition_seconds``); after the
+last three another node must lead within the takeover limit (it fences the stalled leader).
 
 Use :func:`run_campaign` (``tests/faults/test_faults.py``, ``python -m tests.faults``); the checkers
 are plain functions over :class:`History` and database rows, so they can be fed synthetic broken
@@ -95,9 +95,11 @@ FAULTS: tuple[str, ...] = (
     "terminate_backends",
     "proxy_cut",
     "pause_server",
+    "leader_partition",
     "pg_restart_immediate",
     "leader_loss",
     "proxy_stall",
+    "leader_pause",
     "kill_mid_batch",
 )
 """Every fault type, in the order the CI campaign injects them (a killed server restarts in the
@@ -106,8 +108,6 @@ NEEDS_ALL_UP = frozenset(
     {"kill_server", "leader_loss", "kill_mid_batch", "leader_partition", "leader_pause"}
 )
 
-EXTRA_FAULTS: tuple[str, ...] = ("leader_partition", "leader_pause")
-"""Faults that can be asked for but are not injected by default (they find a known bug)."""
 PROXY_FAULTS = frozenset({"proxy_latency", "proxy_cut", "proxy_stall", "leader_partition"})
 LIVE_STATES = frozenset({"invisible", "pending", "running"})
 TERMINAL_STATES = frozenset({"completed", "canceled", "errored"})
@@ -1580,9 +1580,9 @@ class Injector:
 def schedule(config: CampaignConfig) -> list[str]:
     """The faults to inject: the configured list, or shuffled rounds of it with ``repeat``."""
     faults = [f for f in config.faults if config.use_proxy or f not in PROXY_FAULTS]
-    unknown = set(faults) - set(FAULTS) - set(EXTRA_FAULTS)
+    unknown = set(faults) - set(FAULTS)
     if unknown:
-        raise ValueError(f"unknown faults {sorted(unknown)}; choose from {FAULTS + EXTRA_FAULTS}")
+        raise ValueError(f"unknown faults {sorted(unknown)}; choose from {FAULTS}")
     if not config.repeat:
         return faults
     rng = random.Random(config.seed + 2)

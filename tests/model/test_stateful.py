@@ -28,15 +28,13 @@ engine, because Hypothesis state machines are synchronous; the tests here are pl
     SUNDIAL_MODEL_EXAMPLES=1000 SUNDIAL_MODEL_STEPS=60 \\
         .venv/bin/pytest tests/model -q -p no:cacheprovider
 
-(``SUNDIAL_MODEL_STEPS`` is optional.) ``SUNDIAL_MODEL_STRICT=1`` stops tolerating the two known
-dequeue bugs (see "known bugs" below), to watch Hypothesis find them. A failure prints the shrunk
-step sequence and a ``@reproduce_failure`` blob.
+(``SUNDIAL_MODEL_STEPS`` is optional.) A failure prints the shrunk step sequence and a
+``@reproduce_failure`` blob.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import time
 from collections.abc import Coroutine, Iterator
@@ -99,7 +97,6 @@ COLORS = ("red", "blue")
 TOLERANCE = 30.0  # seconds between a model time and the database's; durations are 60 s multiples
 
 _LONG = os.environ.get("SUNDIAL_MODEL_EXAMPLES")
-STRICT = os.environ.get("SUNDIAL_MODEL_STRICT") == "1"
 SETTINGS = settings(
     max_examples=int(_LONG) if _LONG else 60,
     stateful_step_count=int(os.environ.get("SUNDIAL_MODEL_STEPS", "30")),
@@ -210,62 +207,6 @@ def harness(postgres: Any) -> Iterator[Harness]:
     finally:
         h.close()
         postgres.drop(name)
-
-
-# --- known bugs ------------------------------------------------------------------------------
-#
-# Two ways in which the dequeue of app/store/queries.py departs from the model, each pinned by an
-# xfail test at the end of this module. The machine tolerates a difference only when this exact
-# emulation of the two bugs produces the service's answer, so every other departure still fails.
-# When the bugs are fixed the xfail tests pass (strict: the run fails) and this section, with its
-# one use in QueueMachine.do_dequeue, should go.
-#
-# 1. Due messages are picked by visible_at, not by priority. The ``due`` branch of the dequeue
-#    statements takes the first ``LIMIT`` invisible-but-due messages ORDER BY visible_at (ties in
-#    any order); only then does ``picked`` sort by priority. A due message with a lower priority
-#    but a later visible_at is passed over (§5.5) until the scheduler promotes it.
-# 2. The exclusive dequeue under-fills batches. Its ``ready`` branch looks at the first
-#    ``scan = min(count*4, 400)`` pending messages only, and keeps one per value afterwards; when
-#    they share fewer than ``count`` values, fewer messages are leased than are eligible (§4:
-#    "other values are served normally").
-
-
-def implemented_dequeue(
-    model: M.Model, queue: str, count: int, wanted: dict[str, str]
-) -> set[tuple[str, ...]]:
-    """Every answer the current dequeue statements may give (both known bugs included)."""
-    q = model.queues[queue]
-    if q.dequeue_paused:
-        return {()}
-    window = min(count * 4, 400) if q.exclusive else count
-    held = q.held_values()
-
-    def candidate(m: M.MessageModel) -> bool:
-        return model.is_eligible(q, m, wanted) and m.exclusive_value not in held
-
-    messages = [m for m in q.messages.values() if candidate(m)]
-    ready = sorted((m for m in messages if m.state == M.PENDING), key=lambda m: m.order)[:window]
-    due = sorted((m for m in messages if m.state == M.INVISIBLE), key=lambda m: m.visible_at)
-    if len(due) <= window:
-        due_choices: list[list[M.MessageModel]] = [due]
-    else:  # LIMIT cuts through a group of equal visible_at: any of them may be taken
-        cut = due[window - 1].visible_at
-        before = [m for m in due if m.visible_at < cut]
-        tied = [m for m in due if m.visible_at == cut]
-        due_choices = [
-            before + list(more) for more in itertools.combinations(tied, window - len(before))
-        ]
-    answers = set()
-    for due_part in due_choices:
-        picked: list[M.MessageModel] = []
-        values: set[str | None] = set()
-        for m in sorted(ready + due_part, key=lambda m: m.order):
-            if q.exclusive and m.exclusive_value in values:
-                continue
-            values.add(m.exclusive_value)
-            picked.append(m)
-        answers.add(tuple(m.id for m in picked[:count]))
-    return answers
 
 
 # --- the machine -------------------------------------------------------------------------------
@@ -471,17 +412,10 @@ class QueueMachine(RuleBasedStateMachine):
             )
         )
         got = [lease.id for lease in leased]
-        if got != choice:
-            # A known bug (see the xfail tests below) may explain the difference; anything
-            # else is a new failure. SUNDIAL_MODEL_STRICT=1 refuses the known bugs too.
-            explained = tuple(got) in implemented_dequeue(self.model, queue, count, wanted)
-            tolerated = explained and not STRICT
-            assert tolerated, (
-                f"dequeue {queue} count={count} filter={wanted}: service leased {got},"
-                f" model expects {choice}"
-                + (" (a known bug: see the xfail tests)" if explained else "")
-            )
-            event("dequeue: known bug tolerated")
+        assert got == choice, (
+            f"dequeue {queue} count={count} filter={wanted}: service leased {got},"
+            f" model expects {choice}"
+        )
         event(f"dequeue leased {len(got)}")
         for lease in leased:
             assert lease.lease_id not in self.all_leases, "a lease id was issued twice"
@@ -733,7 +667,7 @@ def test_service_matches_model(harness: Harness) -> None:
     run_state_machine_as_test(QueueMachine, settings=SETTINGS)
 
 
-# --- regression tests for the known bugs ------------------------------------------------------
+# --- regression tests for bugs the machine found ---------------------------------------------
 
 
 @pytest.fixture
@@ -745,7 +679,7 @@ def fresh(harness: Harness) -> Harness:
 @pytest.mark.parametrize("queue", QUEUE_NAMES)
 def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None:
     """§5.5 without concurrency: of due messages the lowest priority goes first, whether or not
-    the scheduler has promoted them yet (known bug 1). The exclusive dequeue looks at 4 due
+    the scheduler has promoted them yet (found by the machine). The exclusive dequeue looks at 4 due
     messages per requested one, so there it takes 4 earlier ones to hide the urgent one."""
     service = fresh.service
     earlier = 1 if queue == SIMPLE else 4
@@ -760,14 +694,10 @@ def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None
     assert [m.id for m in leased] == ["urgent"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: exclusive dequeue scans only count*4 pending messages, so a batch leases fewer"
-    " messages than there are free values (app/store/queries.py, _DEQUEUE_EXCLUSIVE, :scan)",
-)
 def test_exclusive_batch_takes_one_message_of_every_free_value(fresh: Harness) -> None:
     """§4: a batch of 2 takes the best message of value ``a`` and the one of value ``b``, however
-    many ``a`` messages rank before ``b`` (known bug 2)."""
+    many ``a`` messages rank before ``b`` (found by the machine: the claim used to look at
+    ``4 * count`` candidates only)."""
     service = fresh.service
     batch = [
         NewMessage(id=f"a{i}", priority=i, delay_seconds=0, metadata={KEY: "a"}) for i in range(8)
@@ -776,20 +706,3 @@ def test_exclusive_batch_takes_one_message_of_every_free_value(fresh: Harness) -
     fresh.run(service.enqueue(NS, EXCLUSIVE, batch))
     leased = fresh.run(service.dequeue(NS, EXCLUSIVE, count=2))
     assert [m.id for m in leased] == ["a0", "b"]
-
-
-def test_known_bug_emulation_is_narrow() -> None:
-    """The machine tolerates only what :func:`implemented_dequeue` predicts: on the two examples
-    above it predicts exactly the service's wrong answer, and nothing else."""
-    model = M.Model(QUEUE_SPECS)
-    model.enqueue(SIMPLE, [M.Submitted("late", 5, {}, 60), M.Submitted("urgent", -5, {}, 120)])
-    model.advance(120)
-    assert model.dequeue_choice(SIMPLE, 1) == ["urgent"]
-    assert implemented_dequeue(model, SIMPLE, 1, {}) == {("late",)}
-    assert implemented_dequeue(model, SIMPLE, 2, {}) == {("urgent", "late")}
-
-    subs = [M.Submitted(f"a{i}", i, {KEY: "a"}, 0) for i in range(8)]
-    model.enqueue(EXCLUSIVE, [*subs, M.Submitted("b", 100, {KEY: "b"}, 0)])
-    assert model.dequeue_choice(EXCLUSIVE, 2) == ["a0", "b"]
-    assert implemented_dequeue(model, EXCLUSIVE, 2, {}) == {("a0",)}
-    assert implemented_dequeue(model, EXCLUSIVE, 3, {}) == {("a0", "b")}

@@ -7,18 +7,24 @@ the scheduler's own tick counter, never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from app.config import Settings
 from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.scheduler import Scheduler
+from app.scheduler.runner import LEADER_LOCK_KEY
 
 TAKEOVER_LIMIT_SECONDS = 5
+# PostgreSQL publishes a backend's table statistics within its idle interval (10 s).
+STATISTICS_VISIBLE_SECONDS = 30
 
 
 def scheduler_settings(database_url: str) -> Settings:
@@ -37,6 +43,12 @@ async def scheduler(engine: AsyncEngine, database_url: str) -> AsyncIterator[Sch
     await asyncio.wait_for(scheduler.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
     yield scheduler
     await scheduler.stop()
+
+
+# Cleanup passes run every 0.05 s, at the start of a tick of 0.02 s: the tick in flight when a
+# test changes something may have done its pass just before the change, and the next pass comes
+# at the latest 0.05 s after it, by the fourth tick counted from the change. Five for margin.
+TICKS_SPANNING_A_CLEANUP = 5
 
 
 async def next_ticks(scheduler: Scheduler, n: int = 2) -> None:
@@ -103,6 +115,72 @@ async def test_takeover_when_leader_connection_dies(engine: AsyncEngine, databas
     await second.stop()
 
 
+@contextlib.asynccontextmanager
+async def hold_leader_lock(database_url: str) -> AsyncIterator[AsyncConnection]:
+    """A session that takes the leader lock like a leader would, then does nothing more."""
+    holder = create_async_engine(database_url, poolclass=NullPool)
+    conn = await holder.connect()
+    await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": LEADER_LOCK_KEY})
+    await conn.commit()
+    try:
+        yield conn
+    finally:
+        with contextlib.suppress(DBAPIError):
+            await conn.close()
+        await holder.dispose()
+
+
+async def test_a_stalled_leader_is_fenced_and_replaced(
+    database_url: str, engine: AsyncEngine
+) -> None:
+    # A leader frozen or cut off from the database keeps its session, and with it the lock.
+    settings = scheduler_settings(database_url).model_copy(update={"leader_stale_seconds": 0.5})
+    async with hold_leader_lock(database_url) as stalled:
+        heir = Scheduler(engine, settings, node_id="heir")
+        await heir.start()
+        try:
+            await asyncio.wait_for(heir.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
+            await asyncio.wait_for(heir.wait_until(ticks=1), 5)
+        finally:
+            await heir.stop()
+        # The stalled session was ended: when it wakes up, it learns it no longer leads.
+        with pytest.raises(DBAPIError):
+            await stalled.execute(text("SELECT 1"))
+
+
+async def test_a_leader_busy_in_a_long_statement_is_not_fenced(
+    database_url: str, engine: AsyncEngine
+) -> None:
+    settings = scheduler_settings(database_url).model_copy(update={"leader_stale_seconds": 0.5})
+    async with hold_leader_lock(database_url) as busy:
+        follower = Scheduler(engine, settings, node_id="patient")
+        statement = asyncio.create_task(busy.execute(text("SELECT pg_sleep(2)")))
+        await follower.start()
+        try:
+            await statement  # two seconds of follower polls, four times the stale limit
+            assert not follower.is_leader
+        finally:
+            await follower.stop()
+        await busy.execute(text("SELECT 1"))  # its session is intact
+
+
+async def test_a_working_leader_is_never_fenced(engine: AsyncEngine, database_url: str) -> None:
+    settings = scheduler_settings(database_url).model_copy(update={"leader_stale_seconds": 0.2})
+    leader = Scheduler(engine, settings, node_id="worker")
+    follower = Scheduler(engine, settings, node_id="standby")
+    await leader.start()
+    await asyncio.wait_for(leader.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
+    await follower.start()
+    try:
+        # 50 ticks of 0.02 s: the follower polls every 0.1 s, long past the stale limit.
+        await asyncio.wait_for(leader.wait_until(ticks=leader.ticks + 50), 10)
+        assert leader.is_leader
+        assert not follower.is_leader
+    finally:
+        await follower.stop()
+        await leader.stop()
+
+
 async def test_due_delayed_message_is_promoted(
     scheduler: Scheduler, service: QueueService, engine: AsyncEngine, queue: str
 ) -> None:
@@ -156,7 +234,7 @@ async def test_finished_messages_past_retention_move_to_history(
     await shift(engine, "finished_at", "old")
     # Retention is an hour: "old" finished a minute ago, so make retention shorter than that.
     await service.update_queue("ns", queue, {"retention_seconds": 30})
-    await next_ticks(scheduler, 3)
+    await next_ticks(scheduler, TICKS_SPANNING_A_CLEANUP)
     async with engine.connect() as conn:
         live = (await conn.execute(text("SELECT id FROM messages ORDER BY id"))).scalars().all()
         history = (
@@ -166,3 +244,28 @@ async def test_finished_messages_past_retention_move_to_history(
         ).all()
     assert live == ["recent"]
     assert [tuple(row) for row in history] == [("ns", "q", "old", "completed")]
+
+
+async def test_the_leader_analyzes_the_hot_table_after_a_burst(
+    scheduler: Scheduler, service: QueueService, engine: AsyncEngine, queue: str
+) -> None:
+    # Statistics taken while the queue was empty make the claim sort the whole backlog; after
+    # a burst the leader must refresh them itself, without waiting for autovacuum's naptime.
+    async def manual_analyzes() -> int:
+        async with engine.connect() as conn:
+            count = await conn.execute(
+                text("SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'messages'")
+            )
+            return int(count.scalar_one())
+
+    before = await manual_analyzes()
+    for _batch in range(3):
+        await service.enqueue("ns", queue, [NewMessage() for _ in range(1000)])
+    # A backend publishes its table statistics when it goes idle, but at most once a second;
+    # otherwise only after PostgreSQL's idle interval (10 s). The leader checks them at each
+    # heartbeat (1 s). So wait on the leader's own ticks, bounded well past both.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STATISTICS_VISIBLE_SECONDS
+    while await manual_analyzes() == before:
+        assert loop.time() < deadline, "the leader never analyzed the table after the burst"
+        await next_ticks(scheduler, 5)

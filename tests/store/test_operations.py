@@ -505,6 +505,23 @@ async def test_exclusive_dequeue_one_running_message_per_value(service, engine):
     assert {r["exclusive_value"]: r["n"] for r in running} == {"a": 1, "b": 1, "c": 1}
 
 
+async def test_exclusive_batch_is_filled_from_values_beyond_the_first_candidates(service):
+    # 20 values with 30 messages each, ranked so that the 400 best candidates (what one claim
+    # round looks at for a batch of 100) hold only 14 values: the batch must still take one
+    # message of every value, the best of each.
+    await make_queue(service, NS, "ex", kind="exclusive", exclusive_key="p")
+    batch = [
+        new(f"v{value:02}-{rank:02}", priority=value * 30 + rank, metadata={"p": f"v{value:02}"})
+        for value in range(20)
+        for rank in range(30)
+    ]
+    for start in range(0, len(batch), 100):
+        await service.enqueue(NS, "ex", batch[start : start + 100])
+    leased = await service.dequeue(NS, "ex", count=100)
+    assert [m.id for m in leased] == [f"v{value:02}-00" for value in range(20)]
+    assert await service.dequeue(NS, "ex", count=100) == []
+
+
 async def test_exclusive_expired_lease_blocks_until_released(service, engine):
     await make_queue(service, NS, "ex", kind="exclusive", exclusive_key="p")
     await service.enqueue(
