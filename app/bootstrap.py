@@ -54,7 +54,7 @@ def build_service(engine: AsyncEngine, settings: Settings) -> QueueService:
     """The queue service over PostgreSQL, with the configured limits and admin token."""
     admin = settings.admin_token.get_secret_value() if settings.admin_token else None
     return QueueService(
-        PostgresStore(engine),
+        PostgresStore(engine, settings.lookup_cache_seconds),
         limits=Limits(max_payload_bytes=settings.max_payload_bytes),
         admin_token=admin,
     )

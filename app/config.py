@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     history_partition_days_ahead: int = Field(default=3, ge=1, le=60)
     """How many daily history partitions the scheduler keeps created ahead of time."""
 
+    lookup_cache_seconds: float = Field(default=1.0, ge=0, le=60)
+    """How long a worker reuses a token or queue it has read (0: never). Its own changes apply
+    at once; a token revoked or a queue changed through another process applies within this."""
+
     startup_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
     """How long `sundial serve` waits at start for the database to accept connections."""
 

@@ -39,6 +39,7 @@ from app.core.models import (
 from app.core.ports import GuardState, NewRow
 from app.core.states import Event, State, allowed_from
 from app.store import queries
+from app.store.lookups import LookupCache
 from app.store.tables import namespaces, queues, tokens
 
 log = logging.getLogger("sundial.store")
@@ -186,8 +187,10 @@ def retry_transient(
 class PostgresStore:
     """Implements :class:`app.core.ports.Store` on PostgreSQL through SQLAlchemy + psycopg."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, lookup_cache_seconds: float = 0.0) -> None:
         self.engine = engine
+        self.lookups = LookupCache(lookup_cache_seconds)
+        """Tokens and queues recently read (see :mod:`app.store.lookups`)."""
         # Every store call is one self-contained statement (the second statement of enqueue is
         # a read), so each runs in autocommit: its own durable transaction, without the BEGIN
         # and COMMIT round trips a transaction block would add.
@@ -243,6 +246,7 @@ class PostgresStore:
 
     async def delete_namespace(self, name: str) -> bool:
         """Delete a namespace with its tokens, queues and messages."""
+        self.lookups.forget_all()
         async with self._transaction() as conn:
             result = await conn.execute(sa.delete(namespaces).where(namespaces.c.name == name))
             return result.rowcount > 0
@@ -290,11 +294,17 @@ class PostgresStore:
     async def delete_token(self, namespace: str, token_id: str) -> bool:
         """Revoke a token at once."""
         stmt = sa.delete(tokens).where(tokens.c.namespace == namespace, tokens.c.id == token_id)
-        async with self._transaction() as conn:
-            return (await conn.execute(stmt)).rowcount > 0
+        try:
+            async with self._transaction() as conn:
+                return (await conn.execute(stmt)).rowcount > 0
+        finally:
+            self.lookups.forget_all()
 
     async def find_token(self, secret_hash: bytes) -> Token | None:
         """The unexpired token with this secret hash, if any."""
+        cached = self.lookups.token(secret_hash)
+        if cached is not None:
+            return cached
         columns = [c for c in tokens.c if c.name != "secret_hash"]
         stmt = sa.select(*columns).where(
             tokens.c.secret_hash == secret_hash,
@@ -302,19 +312,30 @@ class PostgresStore:
         )
         async with self._transaction() as conn:
             row = (await conn.execute(stmt)).mappings().first()
-        return Token(**row) if row is not None else None
+        if row is None:
+            return None
+        token = Token(**row)
+        self.lookups.remember_token(secret_hash, token)
+        return token
 
     # --- queues -----------------------------------------------------------------------------
 
     async def get_queue(self, namespace: str, name: str) -> Queue | None:
         """The queue, or None."""
+        cached = self.lookups.queue(namespace, name)
+        if cached is not None:
+            return cached
         async with self._transaction() as conn:
             row = (
                 (await conn.execute(queries.QUEUE_GET, {"namespace": namespace, "name": name}))
                 .mappings()
                 .first()
             )
-        return _queue_from_row(row) if row is not None else None
+        if row is None:
+            return None
+        queue = _queue_from_row(row)
+        self.lookups.remember_queue(queue)
+        return queue
 
     async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
         """Create a queue; None when it already exists. NotFoundError without the namespace."""
@@ -332,6 +353,7 @@ class PostgresStore:
 
     async def update_queue(self, queue_id: int, changes: Mapping[str, Any]) -> Queue:
         """Apply validated changes to a queue's mutable settings."""
+        self.lookups.forget_all()
         stmt = (
             sa.update(queues)
             .where(queues.c.id == queue_id)
@@ -346,6 +368,7 @@ class PostgresStore:
 
     async def delete_queue(self, namespace: str, name: str) -> bool:
         """Delete a queue and its messages."""
+        self.lookups.forget_all()
         async with self._transaction() as conn:
             result = await conn.execute(
                 queries.QUEUE_DELETE, {"namespace": namespace, "name": name}
