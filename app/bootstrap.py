@@ -11,8 +11,10 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import Settings
+from app.core.insights import QueueInsights
 from app.core.service import QueueService
 from app.core.validation import Limits
+from app.store.insights import PostgresInsights
 from app.store.postgres import PostgresStore
 
 log = logging.getLogger("sundial.bootstrap")
@@ -58,6 +60,11 @@ def build_service(engine: AsyncEngine, settings: Settings) -> QueueService:
         limits=Limits(max_payload_bytes=settings.max_payload_bytes),
         admin_token=admin,
     )
+
+
+def build_insights(engine: AsyncEngine, service: QueueService) -> QueueInsights:
+    """The operator's read side (the dashboard's), over ``service`` and PostgreSQL."""
+    return QueueInsights(service, PostgresInsights(engine))
 
 
 def ensure_admin_token(settings: Settings) -> tuple[str, bool]:

@@ -25,6 +25,9 @@ from app.api.routes import ROUTERS
 from app.api.runtime import Runtime
 from app.bootstrap import build_service, create_engine
 from app.config import Settings, get_settings
+from app.dashboard import DashboardPlugin
+from app.observability.endpoint import HTTP_METRICS
+from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
 from app.store import migrate
 from app.store.notifications import ListenerRegistrations, NotificationListener, psycopg_dsn
@@ -53,9 +56,12 @@ def _lifespan(
         )
         waiters.registrar = ListenerRegistrations(db, listener)
         scheduler = Scheduler(db, settings) if settings.scheduler_enabled else None
+        service = build_service(db, settings)
+        metrics = app.state.metrics = ServerMetrics(db, waiters, scheduler)
+        service.observer = metrics.observer
         app.state.runtime = Runtime(
             engine=db,
-            service=build_service(db, settings),
+            service=service,
             waiters=waiters,
             listener=listener,
             head_revision=migrate.head_revision(),
@@ -66,8 +72,10 @@ def _lifespan(
             await listener.start()
             if scheduler is not None:
                 await scheduler.start()
+            await metrics.start()
             yield
         finally:
+            await metrics.stop()
             sweeper.cancel()
             waiters.close()
             if scheduler is not None:
@@ -94,9 +102,11 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
         route_handlers=ROUTERS,
         lifespan=[_lifespan(settings, engine)],
         exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[HTTP_METRICS.middleware],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi_config(),
         logging_config=None,
+        plugins=[DashboardPlugin(settings)],
     )
 
 

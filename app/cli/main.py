@@ -126,18 +126,22 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
         # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
         # handler it found: make that a normal exit, so the embedded database is stopped too.
         signal.signal(signal.SIGTERM, _exit_normally)
-        uvicorn.run(
-            "app.api.app:create_app_from_env",
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            workers=settings.workers,
-            loop="uvloop",
-            http="httptools",
-            log_level=settings.log_level.lower(),
-            access_log=False,
-            timeout_graceful_shutdown=25,
-        )
+        # Workers add up their metrics through files in a directory of this run's own.
+        from app.observability.multiprocess import fresh_directory
+
+        with fresh_directory():
+            uvicorn.run(
+                "app.api.app:create_app_from_env",
+                factory=True,
+                host=settings.host,
+                port=settings.port,
+                workers=settings.workers,
+                loop="uvloop",
+                http="httptools",
+                log_level=settings.log_level.lower(),
+                access_log=False,
+                timeout_graceful_shutdown=25,
+            )
 
 
 def _exit_normally(signum: int, frame: object) -> None:
@@ -377,6 +381,11 @@ def queue_resume(queue_path: str) -> None:
     ns, name = _split(queue_path)
     changes = {"enqueue_paused": False, "dequeue_paused": False}
     _print(_run(lambda s: s.update_queue(ns, name, changes)))
+
+
+from app.cli.reader import create_reader  # noqa: E402
+
+db.add_command(create_reader)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import uuid_utils
 
@@ -49,7 +49,7 @@ from app.core.models import (
     Token,
 )
 from app.core.ports import NewRow, Store
-from app.core.states import LIVE_STATES, TERMINAL_STATES, State
+from app.core.states import LIVE_STATES, TERMINAL_STATES, Event, State
 
 TOKEN_PREFIX = "sdl_"  # noqa: S105 - a public prefix, not a secret
 DEAD_LETTER_STATES = frozenset({State.ERRORED, State.CANCELED})
@@ -71,6 +71,25 @@ class QueueDetail:
 
     queue: Queue
     stats: QueueStats
+
+
+class Observer(Protocol):
+    """Told what an operation changed, once it has committed (the metrics hook). Must be quick
+    and must not raise: it runs inside the operation."""
+
+    def enqueued(self, queue: Queue, count: int) -> None:
+        """``count`` new messages were added to ``queue``."""
+
+    def transitioned(self, queue: Queue, event: Event, count: int) -> None:
+        """``event`` moved ``count`` messages of ``queue`` to another state."""
+
+
+class _NoObserver:
+    def enqueued(self, queue: Queue, count: int) -> None:
+        pass
+
+    def transitioned(self, queue: Queue, event: Event, count: int) -> None:
+        pass
 
 
 def hash_secret(secret: str) -> bytes:
@@ -102,10 +121,13 @@ class QueueService:
         *,
         limits: validation.Limits | None = None,
         admin_token: str | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
         self.limits = limits or validation.Limits()
         self._admin_token = admin_token
+        self.observer: Observer = observer or _NoObserver()
+        """Told about every committed change (metrics); replaceable after construction."""
 
     # --- callers ------------------------------------------------------------------------------
 
@@ -273,6 +295,7 @@ class QueueService:
                 rows.append(row)
             order.append(index)
         outcomes = await self.store.enqueue(queue, rows)
+        self.observer.enqueued(queue, sum(o.created for o in outcomes))
         seen: set[int] = set()
         results = []
         for index in order:
@@ -344,7 +367,10 @@ class QueueService:
         """Run a planned dequeue (again and again, for a long poll)."""
         if plan.queue.config.dequeue_paused:
             return []
-        return await self.store.dequeue(plan.queue, plan.count, plan.lease_seconds, plan.metadata)
+        leased = await self.store.dequeue(plan.queue, plan.count, plan.lease_seconds, plan.metadata)
+        if leased:
+            self.observer.transitioned(plan.queue, Event.DEQUEUE, len(leased))
+        return leased
 
     async def complete(
         self, namespace: str, queue_name: str, message_id: str, lease_id: str
@@ -358,6 +384,7 @@ class QueueService:
         lease = _lease_uuid(lease_id)
         message = await self.store.complete(queue, message_id, lease)
         if message is not None:
+            self.observer.transitioned(queue, Event.COMPLETE, 1)
             return message
         guard = await self.store.guard_state(queue, message_id)
         if guard is not None and guard.state is State.COMPLETED and guard.lease_id == lease:
@@ -388,6 +415,7 @@ class QueueService:
             queue, message_id, _lease_uuid(lease_id), error, retry_delay_seconds
         )
         if message is not None:
+            self.observer.transitioned(queue, Event.FAIL, 1)
             return message
         exists = await self.store.guard_state(queue, message_id) is not None
         raise self._lease_refusal(queue, message_id, exists)
@@ -428,6 +456,8 @@ class QueueService:
         failed = await self.store.fail_many(
             queue, [(i.id, _lease_uuid(i.lease_id), i.error) for i in well_formed(fail)]
         )
+        self.observer.transitioned(queue, Event.COMPLETE, len(completed))
+        self.observer.transitioned(queue, Event.FAIL, len(failed))
         # Each item is judged by its own (id, lease) pair: a stale lease listed next to the
         # current one for the same id is refused, as fencing requires.
         refused = {i.id for i in complete if (i.id, _lease_uuid(i.lease_id)) not in completed}
@@ -497,6 +527,7 @@ class QueueService:
         queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.cancel(queue, message_id, _lease_uuid(lease_id), force, reason)
         if message is not None:
+            self.observer.transitioned(queue, Event.CANCEL, 1)
             return message
         guard = await self.store.guard_state(queue, message_id)
         if guard is None:
@@ -518,6 +549,7 @@ class QueueService:
         queue = await self._queue_with_message(namespace, queue_name, message_id)
         message = await self.store.requeue(queue, message_id, delay_seconds)
         if message is not None:
+            self.observer.transitioned(queue, Event.REQUEUE, 1)
             return message
         raise await self._state_refusal(queue, message_id, "errored or canceled", "requeued")
 
@@ -541,7 +573,9 @@ class QueueService:
                 validation.message_id(f"ids[{index}]", message_id)
         validation.integer("limit", limit, 1, 100_000)
         queue = await self.get_queue_or_404(namespace, queue_name)
-        return await self.store.requeue_many(queue, chosen, ids, limit)
+        requeued = await self.store.requeue_many(queue, chosen, ids, limit)
+        self.observer.transitioned(queue, Event.REQUEUE, requeued)
+        return requeued
 
     async def query_messages(
         self, namespace: str, queue_name: str, spec: MessageFilter
@@ -591,4 +625,4 @@ class QueueService:
         )
 
 
-__all__ = ["LIVE_STATES", "DequeuePlan", "QueueDetail", "QueueService", "hash_secret"]
+__all__ = ["LIVE_STATES", "DequeuePlan", "Observer", "QueueDetail", "QueueService", "hash_secret"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar.types import ControllerRouterHandler
 
 from app.api.routes import health, messages, namespaces, queues, tokens
+from app.observability import endpoint as metrics
 
 ROUTERS: list[ControllerRouterHandler] = [
     namespaces.router,
@@ -12,6 +13,7 @@ ROUTERS: list[ControllerRouterHandler] = [
     queues.router,
     messages.router,
     *health.HANDLERS,
+    *metrics.HANDLERS,
 ]
 
 __all__ = ["ROUTERS"]

@@ -1,0 +1,99 @@
+"""The dashboard as a Litestar plugin: ``Litestar(plugins=[DashboardPlugin(settings)])`` adds
+its routes under ``/dashboard``, its templates and its static files to the app.
+
+Only the dashboard's routes get the session and CSRF middleware, and none of them appear in the
+OpenAPI schema; the REST API is untouched (it keeps its bearer tokens and has no CSRF check).
+Without an admin token there is nobody to sign in, and the dashboard is not mounted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from litestar import Router
+from litestar.config.app import AppConfig
+from litestar.datastructures import CacheControlHeader
+from litestar.plugins import InitPluginProtocol
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.static_files import create_static_files_router
+from litestar.template import TemplateConfig
+
+from app.api.errors import EXCEPTION_HANDLERS as JSON_HANDLERS
+from app.config import Settings
+from app.dashboard import auth, dead_letters, live, messages, pages
+from app.dashboard.common import start_insights
+from app.dashboard.errors import HTML_HANDLERS
+from app.dashboard.format import FILTERS
+from app.dashboard.security import (
+    PREFIX,
+    middleware,
+    require_api_login,
+    require_page_login,
+    security_headers,
+)
+
+HERE = Path(__file__).parent
+TEMPLATES = HERE / "templates"
+STATIC = HERE / "static"
+
+
+def _register_filters(engine: JinjaTemplateEngine) -> None:
+    engine.engine.filters.update(FILTERS)
+
+
+def dashboard_router(admin_token: str) -> Router:
+    """Every dashboard route: sign-in, the pages (signed in), the live JSON (signed in)."""
+    pages_router = Router(
+        "/",
+        route_handlers=[
+            *pages.HANDLERS,
+            *messages.HANDLERS,
+            *dead_letters.HANDLERS,
+        ],
+        before_request=require_page_login,
+    )
+    live_router = Router(
+        "/api",
+        route_handlers=live.HANDLERS,
+        before_request=require_api_login,
+        exception_handlers=JSON_HANDLERS,
+    )
+    return Router(
+        PREFIX,
+        route_handlers=[*auth.HANDLERS, pages_router, live_router],
+        middleware=middleware(admin_token),
+        exception_handlers=HTML_HANDLERS,
+        after_request=security_headers,
+        include_in_schema=False,
+    )
+
+
+class DashboardPlugin(InitPluginProtocol):
+    """Mounts the dashboard on an app."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.admin_token = settings.admin_token.get_secret_value() if settings.admin_token else None
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        """Add the routes, the template engine and the startup hook."""
+        if self.admin_token is None:
+            return app_config
+        app_config.route_handlers.extend(
+            [
+                dashboard_router(self.admin_token),
+                create_static_files_router(
+                    f"{PREFIX}/static",
+                    directories=[STATIC],
+                    name="dashboard-static",
+                    include_in_schema=False,
+                    cache_control=CacheControlHeader(max_age=3600),
+                ),
+            ]
+        )
+        app_config.template_config = TemplateConfig(
+            directory=TEMPLATES,
+            engine=JinjaTemplateEngine,
+            engine_callback=_register_filters,
+        )
+        app_config.on_startup.append(start_insights)
+        return app_config

@@ -1,0 +1,172 @@
+"""Database-wide gauges: queue depth by state, oldest pending age, scheduler lag and leaders,
+dead tuples. They describe the database, not a process, so they are computed by the worker that
+answers the scrape, from one statement (:mod:`app.store.stats`) whose result is cached for
+:data:`CACHE_SECONDS`: however many scrapers there are, each worker runs it at most once per
+period, and concurrent scrapes share one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import Metric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.observability import metrics
+from app.store.stats import DatabaseStats, QueueDepth, read_database_stats
+
+log = logging.getLogger("sundial.metrics")
+
+CACHE_SECONDS = 5.0
+"""How long one reading of the database serves scrapes."""
+QUERY_TIMEOUT_SECONDS = 2.0
+"""A scrape does not wait longer than this for the database."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """The database stats as of ``taken_at`` (monotonic seconds); None when the query failed."""
+
+    stats: DatabaseStats | None
+    taken_at: float
+
+
+class DatabaseStatsCache:
+    """The latest :class:`DatabaseStats`, read again when older than ``ttl`` seconds."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        ttl: float = CACHE_SECONDS,
+        timeout: float = QUERY_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engine = engine
+        self.ttl = ttl
+        self.timeout = timeout
+        self.clock = clock
+        self._reading: Reading | None = None
+        self._lock = asyncio.Lock()
+
+    def _fresh(self) -> Reading | None:
+        reading = self._reading
+        if reading is not None and self.clock() - reading.taken_at < self.ttl:
+            return reading
+        return None
+
+    async def reading(self) -> Reading:
+        """A reading no older than ``ttl``; a failure is cached as long, so a database that is
+        down is not asked again by every scrape."""
+        fresh = self._fresh()
+        if fresh is not None:
+            return fresh
+        async with self._lock:
+            fresh = self._fresh()
+            if fresh is not None:
+                return fresh
+            try:
+                async with asyncio.timeout(self.timeout):
+                    stats: DatabaseStats | None = await read_database_stats(self.engine)
+            except (TimeoutError, OSError, sa_exc.SQLAlchemyError) as error:
+                log.warning("metrics: database stats unavailable: %s", error)
+                stats = None
+            self._reading = Reading(stats, self.clock())
+            return self._reading
+
+
+def _capped(queues: list[QueueDepth], limit: int) -> Iterator[QueueDepth]:
+    """The first ``limit`` queues by name, then one :data:`metrics.OTHER` row for the rest."""
+    yield from queues[:limit]
+    rest = queues[limit:]
+    if rest:
+        ages = [q.oldest_pending_age for q in rest if q.oldest_pending_age is not None]
+        yield QueueDepth(
+            namespace=metrics.OTHER,
+            queue=metrics.OTHER,
+            invisible=sum(q.invisible for q in rest),
+            pending=sum(q.pending for q in rest),
+            running=sum(q.running for q in rest),
+            oldest_pending_age=max(ages) if ages else None,
+        )
+
+
+class DatabaseCollector(Collector):
+    """Renders one :class:`Reading` as Prometheus metrics."""
+
+    def __init__(
+        self, reading: Reading, now: float, queue_limit: int = metrics.MAX_QUEUE_SERIES
+    ) -> None:
+        self.reading = reading
+        self.now = now
+        self.queue_limit = queue_limit
+
+    def collect(self) -> Iterable[Metric]:
+        """The database-wide metrics."""
+        stats = self.reading.stats
+        yield GaugeMetricFamily(
+            "sundial_database_up",
+            "1 if the last database stats query succeeded, else 0 (the other sundial_queue_*,"
+            " sundial_scheduler_lag_*, sundial_table_* metrics are then absent).",
+            value=0 if stats is None else 1,
+        )
+        yield GaugeMetricFamily(
+            "sundial_database_stats_age_seconds",
+            "Age of the database reading these metrics come from (it is cached briefly).",
+            value=max(0.0, self.now - self.reading.taken_at),
+        )
+        if stats is None:
+            return
+        depth = GaugeMetricFamily(
+            "sundial_queue_messages",
+            "Live messages per queue and state (invisible, pending, running).",
+            labels=["namespace", "queue", "state"],
+        )
+        age = GaugeMetricFamily(
+            "sundial_queue_oldest_pending_age_seconds",
+            "Seconds since the oldest pending message of the queue became visible (0: none).",
+            labels=["namespace", "queue"],
+        )
+        for q in _capped(stats.queues, self.queue_limit):
+            depth.add_metric([q.namespace, q.queue, "invisible"], q.invisible)
+            depth.add_metric([q.namespace, q.queue, "pending"], q.pending)
+            depth.add_metric([q.namespace, q.queue, "running"], q.running)
+            age.add_metric([q.namespace, q.queue], q.oldest_pending_age or 0.0)
+        yield depth
+        yield age
+        lag = GaugeMetricFamily(
+            "sundial_scheduler_lag_seconds",
+            "How overdue the scheduler's most overdue work is, by kind (promotion of due"
+            " messages, release of expired leases, expiry); 0 when nothing is overdue.",
+            labels=["work"],
+        )
+        lag.add_metric(["promotion"], stats.promotion_lag)
+        lag.add_metric(["lease_release"], stats.lease_release_lag)
+        lag.add_metric(["expiry"], stats.expiry_lag)
+        yield lag
+        yield GaugeMetricFamily(
+            "sundial_scheduler_leaders",
+            "Scheduler nodes that lead, by their recent heartbeats in the database (expect 1).",
+            value=stats.leaders,
+        )
+        dead = GaugeMetricFamily(
+            "sundial_table_dead_tuples",
+            "Dead tuples per table (pg_stat_user_tables; history partitions summed).",
+            labels=["table"],
+        )
+        live = GaugeMetricFamily(
+            "sundial_table_live_tuples",
+            "Live tuples per table (pg_stat_user_tables; history partitions summed).",
+            labels=["table"],
+        )
+        for table in stats.tables:
+            dead.add_metric([table.table], table.dead)
+            live.add_metric([table.table], table.live)
+        yield dead
+        yield live

@@ -1,0 +1,93 @@
+"""The process metrics, defined once. Each worker process updates its own; with several workers
+(``sundial serve``) prometheus_client keeps them in files of a shared directory and the scrape
+adds them up (:mod:`app.observability.multiprocess`).
+
+Label cardinality: message counters carry ``namespace`` and ``queue``, capped per process at
+:data:`MAX_QUEUE_SERIES` queues (the rest are counted under ``_other``); every other label takes a
+fixed, small set of values. Database-wide gauges are not here: they are computed at scrape time
+(:mod:`app.observability.database`) so each is reported once, not once per worker.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import Counter, Gauge, disable_created_metrics
+
+from app.core.states import Event
+
+# No *_created series: the multi-process collector never has them, and in the classic text
+# format they double the series count for little use.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+MAX_QUEUE_SERIES: Final = 1000
+"""Distinct (namespace, queue) label pairs a process reports before it folds new ones into
+``_other``: it bounds series of counters and of the per-queue gauges alike."""
+
+OTHER: Final = "_other"
+"""The label value that stands for the queues beyond :data:`MAX_QUEUE_SERIES`."""
+
+QUEUE_LABELS: Final = ("namespace", "queue")
+
+ENQUEUED = Counter("sundial_messages_enqueued_total", "Messages created by enqueue.", QUEUE_LABELS)
+
+# The service's events, one counter each (docs/monitoring.md).
+BY_EVENT: Final[dict[Event, Counter]] = {
+    Event.DEQUEUE: Counter(
+        "sundial_messages_dequeued_total", "Leases granted by dequeue.", QUEUE_LABELS
+    ),
+    Event.COMPLETE: Counter(
+        "sundial_messages_completed_total", "Messages completed by their consumer.", QUEUE_LABELS
+    ),
+    Event.FAIL: Counter(
+        "sundial_messages_failed_total",
+        "Attempts failed by their consumer (retried, or errored on the last attempt).",
+        QUEUE_LABELS,
+    ),
+    Event.CANCEL: Counter(
+        "sundial_messages_canceled_total", "Messages canceled by a client.", QUEUE_LABELS
+    ),
+    Event.REQUEUE: Counter(
+        "sundial_messages_requeued_total", "Dead letters sent back to their queue.", QUEUE_LABELS
+    ),
+}
+
+# The scheduler's work. Its statements report totals, not queues, so these carry no labels.
+EXPIRED = Counter(
+    "sundial_messages_expired_total",
+    "Messages canceled by the scheduler because their expires_at passed.",
+)
+LEASES_EXPIRED = Counter(
+    "sundial_leases_expired_total",
+    "Leases the scheduler released because they expired (retried, or errored).",
+)
+PROMOTED = Counter(
+    "sundial_messages_promoted_total",
+    "Delayed messages the scheduler made pending when their visible_at came.",
+)
+SCHEDULER_TICKS = Counter(
+    "sundial_scheduler_ticks_total", "Maintenance ticks run while this process led."
+)
+SCHEDULER_LEADER = Gauge(
+    "sundial_scheduler_leader",
+    "1 while this process's scheduler is the leader (summed over the server's live workers).",
+    multiprocess_mode="livesum",
+)
+
+LONGPOLL_WAITERS = Gauge(
+    "sundial_longpoll_waiters",
+    "Dequeue requests parked waiting for a message (long polls).",
+    multiprocess_mode="livesum",
+)
+
+POOL_CONNECTIONS = Gauge(
+    "sundial_db_pool_connections",
+    "Database connections of the server's pools, by state (in_use, idle).",
+    ["state"],
+    multiprocess_mode="livesum",
+)
+POOL_SIZE = Gauge(
+    "sundial_db_pool_size",
+    "Configured pool size (connections kept open); overflow may add as many again.",
+    multiprocess_mode="livesum",
+)

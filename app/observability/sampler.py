@@ -1,0 +1,121 @@
+"""A per-process task that copies what this process holds in memory (pool usage, parked long
+polls, scheduler leadership and results) into metrics.
+
+Gauges are moved by the difference from what this sampler last reported, not set, so several
+apps in one process (tests) add up instead of overwriting each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from prometheus_client import Gauge
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import QueuePool
+
+from app.api.longpoll import WaiterRegistry
+from app.observability import metrics
+from app.scheduler import Scheduler
+
+log = logging.getLogger("sundial.metrics")
+
+SAMPLE_SECONDS = 1.0
+
+
+class _Reported:
+    """A gauge this sampler contributes to, and how much it contributes now."""
+
+    def __init__(self, gauge: Gauge) -> None:
+        self.gauge = gauge
+        self.value = 0.0
+
+    def report(self, value: float) -> None:
+        if value != self.value:
+            self.gauge.inc(value - self.value)
+            self.value = value
+
+
+def parked_waiters(registry: WaiterRegistry) -> int:
+    """Long-polling requests of this process parked now, over all queues."""
+    # WaiterRegistry counts per queue only; its queues are the keys of _by_queue.
+    return sum(registry.waiting(queue_id) for queue_id in list(registry._by_queue))
+
+
+class Sampler:
+    """Samples this process's pool, long polls and scheduler into metrics."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        waiters: WaiterRegistry,
+        scheduler: Scheduler | None,
+        interval: float = SAMPLE_SECONDS,
+    ) -> None:
+        self.engine = engine
+        self.waiters = waiters
+        self.scheduler = scheduler
+        self.interval = interval
+        self._waiters = _Reported(metrics.LONGPOLL_WAITERS)
+        self._in_use = _Reported(metrics.POOL_CONNECTIONS.labels("in_use"))
+        self._idle = _Reported(metrics.POOL_CONNECTIONS.labels("idle"))
+        self._size = _Reported(metrics.POOL_SIZE)
+        self._leader = _Reported(metrics.SCHEDULER_LEADER)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def sample(self) -> None:
+        """Report the current values once."""
+        self._waiters.report(parked_waiters(self.waiters))
+        pool = self.engine.pool
+        if isinstance(pool, QueuePool):
+            self._in_use.report(pool.checkedout())
+            self._idle.report(pool.checkedin())
+            self._size.report(pool.size())
+        leading = self.scheduler is not None and self.scheduler.is_leader
+        self._leader.report(1 if leading else 0)
+
+    async def start(self) -> None:
+        """Start sampling (and following the scheduler's ticks) in the background."""
+        self.sample()
+        self._tasks.append(asyncio.create_task(self._sample_forever(), name="sundial-metrics"))
+        if self.scheduler is not None:
+            self._tasks.append(
+                asyncio.create_task(self._follow_ticks(self.scheduler), name="sundial-tick-metrics")
+            )
+
+    async def stop(self) -> None:
+        """Stop, withdrawing this sampler's share of the gauges."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        for reported in (self._waiters, self._in_use, self._idle, self._size, self._leader):
+            reported.report(0)
+
+    async def _sample_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            self.sample()
+
+    async def _follow_ticks(self, scheduler: Scheduler) -> None:
+        """Count every tick and what it changed, woken by the scheduler after each one."""
+        seen = scheduler.ticks
+        counted = scheduler.last_tick
+        while True:
+            await scheduler.wait_until(ticks=seen + 1)
+            ticks = scheduler.ticks
+            metrics.SCHEDULER_TICKS.inc(ticks - seen)
+            result = scheduler.last_tick
+            if ticks - seen > 1:
+                log.debug("metrics missed the results of %d scheduler ticks", ticks - seen - 1)
+            seen = ticks
+            # A failed tick leaves last_tick as it was: count each result once.
+            if result is not None and result is not counted:
+                metrics.PROMOTED.inc(result.promoted)
+                metrics.LEASES_EXPIRED.inc(result.released)
+                metrics.EXPIRED.inc(result.expired)
+                counted = result
+            self._leader.report(1 if scheduler.is_leader else 0)
