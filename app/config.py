@@ -85,6 +85,41 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     """Logging level of the server."""
 
+    pipeline_lake: str | None = None
+    """Default Parquet lake of `sundial pipeline` (a directory, or an `s3a://` URI on a cluster)."""
+
+    pipeline_history_retention_days: int = Field(default=30, ge=1, le=3650)
+    """`sundial pipeline prune-history` drops history partitions of days older than this, and
+    only once every row in them has been exported to the lake."""
+
+    pipeline_export_lag_seconds: float = Field(default=5.0, ge=0, le=3600)
+    """An export takes history archived at least this long ago (and before the oldest open
+    transaction), so no row can still appear behind its watermark."""
+
+    pipeline_enqueue_batch_rows: int = Field(default=20000, ge=100, le=1_000_000)
+    """Rows per transaction of `sundial pipeline enqueue`."""
+
+    pipeline_report_top_exclusive: int = Field(default=3, ge=1, le=100)
+    """How many of the busiest exclusive values each hourly report row names."""
+
+    spark_master: str = "local[*]"
+    """Spark master of the pipeline jobs (`local[*]`: in this process, every core)."""
+
+    spark_driver_memory: str = "2g"
+    """Heap of the Spark driver JVM when the pipeline starts it (`spark.driver.memory`)."""
+
+    spark_shuffle_partitions: int = Field(default=4, ge=1, le=100_000)
+    """`spark.sql.shuffle.partitions`: small for one machine, raise it on a cluster."""
+
+    spark_ui_enabled: bool = False
+    """Serve the Spark web UI while a pipeline job runs (on 127.0.0.1 for a local master)."""
+
+    spark_local_dir: Path | None = None
+    """Scratch directory of Spark (shuffle and spill files); unset: the system's temp dir."""
+
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    """Any other Spark settings, as JSON: `{"spark.executor.memory": "8g"}`."""
+
     @field_validator("rate_limit")
     @classmethod
     def _rate_limit_parses(cls, value: str | None) -> str | None:

@@ -383,6 +383,10 @@ def queue_resume(queue_path: str) -> None:
     _print(_run(lambda s: s.update_queue(ns, name, changes)))
 
 
+from app.cli.pipeline import pipeline  # noqa: E402
+
+main.add_command(pipeline)
+
 from app.cli.reader import create_reader  # noqa: E402
 
 db.add_command(create_reader)

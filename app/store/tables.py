@@ -219,3 +219,46 @@ queue_listeners = sa.Table(
     sa.Column("since", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     prefixes=["UNLOGGED"],
 )
+
+# The data pipeline (migration 0004, docs/pipeline.md): each export of history to the Parquet
+# lake is a window [low, high) of archived_at; the last committed run's high is the watermark.
+pipeline_export_runs = sa.Table(
+    "pipeline_export_runs",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("low", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("high", sa.DateTime(timezone=True), nullable=False),
+    sa.Column(
+        "started_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("committed_at", sa.DateTime(timezone=True)),
+    sa.Column("rows", sa.BigInteger),
+    sa.Column("files", sa.Integer),
+    sa.CheckConstraint("low < high", name="pipeline_export_runs_window_check"),
+)
+
+# The Spark report job's output: one row per namespace, queue and UTC hour.
+report_hourly = sa.Table(
+    "report_hourly",
+    metadata,
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("queue", sa.Text, primary_key=True),
+    sa.Column("hour", sa.DateTime(timezone=True), primary_key=True),
+    *[
+        sa.Column(name, sa.BigInteger, nullable=False)
+        for name in ("enqueued", "completed", "errored", "canceled", "expired")
+    ],
+    *[
+        sa.Column(f"{kind}_p{q}_us", sa.BigInteger)
+        for kind in ("wait", "run")
+        for q in (50, 95, 99)
+    ],
+    sa.Column("attempts", pg.JSONB, nullable=False),
+    sa.Column("lease_expired", sa.BigInteger, nullable=False),
+    sa.Column("lease_expiry_rate", sa.Double),
+    sa.Column("busiest_exclusive", pg.JSONB, nullable=False),
+    sa.Column(
+        "computed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Index("report_hourly_hour_idx", "hour"),
+)

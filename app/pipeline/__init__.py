@@ -1,0 +1,16 @@
+"""Sundial's data pipeline on Spark (the optional ``pipeline`` extra; docs/pipeline.md).
+
+Three jobs, each a ``sundial pipeline`` command:
+
+- :mod:`app.pipeline.export` copies finished history out of PostgreSQL into a Parquet lake
+  partitioned by namespace / queue / day, incrementally (``COPY`` streamed through pyarrow), and
+  drops history partitions once they are exported and past retention;
+- :mod:`app.pipeline.report` computes the hourly queue report with Spark over the lake
+  (:mod:`app.pipeline.transforms` holds its pure DataFrame functions) and writes it to the lake
+  and to ``report_hourly``;
+- :mod:`app.pipeline.enqueue` reads a dataset with Spark, validates every row with the core's
+  rules (:mod:`app.pipeline.rows`) and enqueues it with set-based inserts.
+
+:mod:`app.pipeline.submit` runs the same commands under ``spark-submit``. The core never
+imports this package; the CLI imports it lazily.
+"""

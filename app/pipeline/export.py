@@ -1,0 +1,296 @@
+"""Export of finished history to the Parquet lake, and the pruning of exported history.
+
+An export is a *run* over a window ``[low, high)`` of ``archived_at`` (see
+:data:`app.pipeline.queries.EXPORT_NEW_RUN` for why no row can appear behind ``high`` later)::
+
+    record the run (low = watermark, high = horizon) ─► COPY the window, stream it through pyarrow
+    into one staged file per partition ─► move each file into its partition ─► commit the run
+    (its high is the new watermark)
+
+Each run adds exactly one file, ``part-<run>.parquet``, to each partition it touches, and a
+file appears whole (a rename), so a reader never sees part of a run's rows in a partition.
+A run that is interrupted stays uncommitted in ``pipeline_export_runs``; the next export redoes
+it first, with the same window and the same file names, so nothing is exported twice.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from psycopg import sql
+from pyarrow import fs
+
+from app.pipeline import queries
+from app.pipeline.database import connect
+from app.pipeline.lake import (
+    HISTORY,
+    HISTORY_COLUMNS,
+    PARTITION_COLUMNS,
+    STAGING,
+    TIMESTAMP,
+    TIMESTAMP_COLUMNS,
+    arrow_filesystem,
+    join,
+    partition_dir,
+)
+
+log = logging.getLogger("sundial.pipeline.export")
+
+Hook = Callable[[str], None]
+"""Called with the name of each phase a run reaches ("staged", "moved"); tests interrupt here."""
+
+CSV_BLOCK_BYTES = 8 << 20
+"""How much CSV pyarrow parses at a time: bounds the export's memory, whatever the history size."""
+
+
+class ExportBusyError(RuntimeError):
+    """Another export or prune holds the pipeline's lock on this database."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What one export did."""
+
+    run_id: int | None
+    low: datetime | None
+    high: datetime | None
+    rows: int = 0
+    files: int = 0
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """Which history partitions a prune dropped, and which old ones it kept (not all exported)."""
+
+    dropped: list[str] = field(default_factory=list)
+    unexported: list[str] = field(default_factory=list)
+
+
+class _CopyReader(io.RawIOBase):
+    """The output of a ``COPY ... TO STDOUT`` as a readable byte stream, for pyarrow."""
+
+    def __init__(self, chunks: Iterator[Any]) -> None:
+        self._chunks = chunks
+        self._chunk = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._chunk:
+            try:
+                self._chunk = memoryview(next(self._chunks))
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._chunk))
+        buffer[:size] = self._chunk[:size]
+        self._chunk = self._chunk[size:]
+        return size
+
+
+def _csv_reader(stream: io.BufferedReader[Any]) -> pacsv.CSVStreamingReader:
+    names = [*PARTITION_COLUMNS, *HISTORY_COLUMNS.names]
+    types: dict[str, pa.DataType] = {name: pa.string() for name in PARTITION_COLUMNS}
+    for column in HISTORY_COLUMNS:
+        types[column.name] = pa.int64() if column.type == TIMESTAMP else column.type
+    return pacsv.open_csv(
+        stream,
+        read_options=pacsv.ReadOptions(column_names=names, block_size=CSV_BLOCK_BYTES),
+        # COPY's CSV: NULL is an empty unquoted field, an empty string is "".
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types,
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+
+
+def _history_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A parsed CSV batch as the history file schema (timestamps from microseconds)."""
+    arrays = []
+    for column in HISTORY_COLUMNS:
+        values = batch.column(column.name)
+        if column.name in TIMESTAMP_COLUMNS:
+            values = pc.cast(values, TIMESTAMP)
+        arrays.append(values)
+    return pa.RecordBatch.from_arrays(arrays, schema=HISTORY_COLUMNS)
+
+
+def split_by_partition(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Consecutive rows of ``batch`` that share a partition, with that partition's directory.
+
+    The export orders rows by partition, so each partition is one run of rows.
+    """
+    keys = pc.binary_join_element_wise(
+        batch.column("namespace"), batch.column("queue"), batch.column("day"), "/"
+    )
+    runs = pc.run_end_encode(keys)
+    start = 0
+    for end, key in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
+        namespace, queue, day = key.split("/")
+        yield partition_dir(namespace, queue, day), batch.slice(start, end - start)
+        start = end
+
+
+class _PartitionWriter:
+    """Writes one staged Parquet file per partition, one partition at a time."""
+
+    def __init__(self, filesystem: fs.FileSystem, staging: str, filename: str) -> None:
+        self._fs = filesystem
+        self._staging = staging
+        self._filename = filename
+        self._current: str | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self.rows: dict[str, int] = {}
+
+    def write(self, partition: str, rows: pa.RecordBatch) -> None:
+        if partition != self._current:
+            self.close()
+            directory = join(self._staging, partition)
+            self._fs.create_dir(directory, recursive=True)
+            self._writer = pq.ParquetWriter(
+                join(directory, self._filename),
+                HISTORY_COLUMNS,
+                filesystem=self._fs,
+                compression="zstd",
+            )
+            self._current = partition
+        assert self._writer is not None
+        self._writer.write_batch(_history_batch(rows))
+        self.rows[partition] = self.rows.get(partition, 0) + rows.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+        self._current = None
+
+
+def _delete_dir(filesystem: fs.FileSystem, path: str) -> None:
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        filesystem.delete_dir(path)
+
+
+def _stage(
+    conn: psycopg.Connection[Any], run: tuple[int, datetime, datetime], writer: _PartitionWriter
+) -> None:
+    run_id, low, high = run
+    with conn.cursor() as cur, cur.copy(queries.EXPORT_COPY, {"low": low, "high": high}) as copy:
+        stream = io.BufferedReader(_CopyReader(iter(copy)), buffer_size=1 << 20)
+        if not stream.peek(1):  # an empty window (pyarrow refuses an empty CSV)
+            return
+        for batch in _csv_reader(stream):
+            for partition, rows in split_by_partition(batch):
+                writer.write(partition, rows)
+    writer.close()
+    log.info("export run %d: staged %d rows", run_id, sum(writer.rows.values()))
+
+
+def _open_or_new_run(
+    conn: psycopg.Connection[Any], lag_seconds: float
+) -> tuple[tuple[int, datetime, datetime] | None, bool]:
+    row = conn.execute(queries.EXPORT_OPEN_RUN).fetchone()
+    if row is not None:
+        return (row[0], row[1], row[2]), True
+    row = conn.execute(queries.EXPORT_NEW_RUN, {"lag": lag_seconds}).fetchone()
+    return ((row[0], row[1], row[2]) if row is not None else None), False
+
+
+class _Locked:
+    """The pipeline's advisory lock on a session (export and prune never run at once)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        row = self._conn.execute(queries.EXPORT_TRY_LOCK, {"key": queries.EXPORT_LOCK_KEY})
+        if not row.fetchone()[0]:  # type: ignore[index]
+            raise ExportBusyError("another export or prune-history is running on this database")
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.execute(queries.EXPORT_UNLOCK, {"key": queries.EXPORT_LOCK_KEY})
+
+
+def export_history(
+    database_url: str, lake: str, *, lag_seconds: float = 5.0, hook: Hook | None = None
+) -> ExportResult:
+    """Export the history archived since the watermark (first redoing an interrupted run)."""
+    filesystem, root = arrow_filesystem(lake)
+    history = join(root, HISTORY)
+    with connect(database_url, autocommit=True) as conn, _Locked(conn):
+        run, resumed = _open_or_new_run(conn, lag_seconds)
+        if run is None:
+            return ExportResult(run_id=None, low=None, high=None)
+        run_id, low, high = run
+        log.info("export run %d%s: [%s, %s)", run_id, " (resumed)" if resumed else "", low, high)
+        # Whatever is staged belongs to this run's earlier attempt or to finished runs.
+        _delete_dir(filesystem, join(history, STAGING))
+        staging = join(history, STAGING, f"run-{run_id}")
+        filename = f"part-{run_id}.parquet"
+        writer = _PartitionWriter(filesystem, staging, filename)
+        _stage(conn, run, writer)
+        if hook:
+            hook("staged")
+        for partition in writer.rows:
+            target = join(history, partition)
+            filesystem.create_dir(target, recursive=True)
+            filesystem.move(join(staging, partition, filename), join(target, filename))
+        if hook:
+            hook("moved")
+        rows = sum(writer.rows.values())
+        conn.execute(
+            queries.EXPORT_COMMIT_RUN, {"id": run_id, "rows": rows, "files": len(writer.rows)}
+        )
+        _delete_dir(filesystem, staging)
+        return ExportResult(run_id, low, high, rows, len(writer.rows), resumed)
+
+
+_PARTITION_NAME = re.compile(r"message_history_(\d{8})")
+
+
+def prune_history(database_url: str, retention_days: int) -> PruneResult:
+    """Drop the history partitions of days older than ``retention_days`` whose every row is
+    behind the export watermark. A partition is checked and dropped under an exclusive lock, so
+    no archive can add to it in between."""
+    result = PruneResult()
+    with connect(database_url, autocommit=True) as conn, _Locked(conn):
+        watermark = conn.execute(queries.WATERMARK).fetchone()[0]  # type: ignore[index]
+        today: date = conn.execute(queries.TODAY).fetchone()[0]  # type: ignore[index]
+        if watermark is None:
+            return result
+        cutoff = today - timedelta(days=retention_days)
+        for (name,) in conn.execute(queries.HISTORY_PARTITIONS).fetchall():
+            match = _PARTITION_NAME.fullmatch(name)
+            if not match or datetime.strptime(match[1], "%Y%m%d").date() >= cutoff:  # noqa: DTZ007
+                continue
+            table = sql.Identifier(name)
+            with conn.transaction():
+                conn.execute("SET LOCAL lock_timeout = '10s'")
+                conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+                unexported = conn.execute(
+                    sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE archived_at >= %s)").format(
+                        table
+                    ),
+                    (watermark,),
+                ).fetchone()[0]  # type: ignore[index]
+                if unexported:
+                    result.unexported.append(name)
+                    continue
+                conn.execute(sql.SQL("DROP TABLE {}").format(table))
+            result.dropped.append(name)
+            log.info("dropped exported history partition %s", name)
+    return result
