@@ -383,6 +383,13 @@ def queue_resume(queue_path: str) -> None:
     _print(_run(lambda s: s.update_queue(ns, name, changes)))
 
 
+# Script commands over HTTP (the Python client) and the worker: app/cli/messages.py, work.py.
+from app.cli.messages import COMMANDS as _MESSAGE_COMMANDS  # noqa: E402
+from app.cli.work import work  # noqa: E402
+
+for _command in (*_MESSAGE_COMMANDS, work):
+    main.add_command(_command)
+
 from app.cli.pipeline import pipeline  # noqa: E402
 
 main.add_command(pipeline)

@@ -1,0 +1,354 @@
+"""Script commands that talk to a running server over HTTP, through :class:`app.client.Client`:
+``sundial enqueue | dequeue | ack | fail | cancel | messages``.
+
+The server is ``--url`` (or ``$SUNDIAL_URL``), the token ``--token`` (or ``$SUNDIAL_TOKEN``).
+Output is a readable table by default and JSON with ``--json`` (one document on stdout, for
+scripts); progress and spinners go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from itertools import islice
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import click
+import httpx
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from app.client import ApiError, Client, NewMessage, SundialError
+from app.client.http import DEFAULT_URL
+
+F = TypeVar("F", bound=Callable[..., Any])
+BATCH = 1000
+"""Messages per enqueue request when enqueueing a file."""
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True)
+
+
+def server_options(command: F) -> F:
+    """``--url`` and ``--token`` (from the environment by default)."""
+    command = click.option(
+        "--token",
+        envvar="SUNDIAL_TOKEN",
+        help="Namespace or admin token [env: SUNDIAL_TOKEN].",
+    )(command)
+    return click.option(
+        "--url",
+        envvar="SUNDIAL_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="The server's root URL [env: SUNDIAL_URL].",
+    )(command)
+
+
+def json_option(command: F) -> F:
+    """``--json``: print JSON instead of a table."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(command)
+
+
+@contextmanager
+def reported_errors(url: str) -> Iterator[None]:
+    """API and network errors become a one-line error message and exit status 1."""
+    try:
+        yield
+    except ApiError as error:
+        field = f" (field: {error.field})" if error.field else ""
+        raise click.ClickException(f"{error.code}: {error.message}{field}") from error
+    except SundialError as error:
+        raise click.ClickException(str(error)) from error
+    except httpx.TransportError as error:
+        raise click.ClickException(f"cannot reach {url}: {error}") from error
+
+
+@contextmanager
+def connect(url: str, token: str | None) -> Iterator[Client]:
+    """A client, with :func:`reported_errors`."""
+    with reported_errors(url), Client(url, token) as client:
+        yield client
+
+
+def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values:
+        key, sep, item = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"use KEY=VALUE, got {value!r}", param_hint=option)
+        pairs[key] = item
+    return pairs
+
+
+def _emit_json(value: Any) -> None:
+    click.echo(msgspec.json.encode(value).decode())
+
+
+def _table(columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(*columns, header_style="bold")
+    for row in rows:
+        table.add_row(*("" if cell is None else str(cell) for cell in row))
+    stdout.print(table)
+
+
+def _short(value: Any, width: int = 48) -> str:
+    text = json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# --- enqueue -------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.option("--payload", help="The payload, a JSON value.")
+@click.option("--id", "message_id", help="Your id for the message (makes retries safe).")
+@click.option("--priority", type=int, help="Lower is served first (default: enqueue time).")
+@click.option("--delay", type=int, help="Seconds before the message becomes visible.")
+@click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata pair (repeat).")
+@click.option(
+    "--file",
+    "path",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+    help="Enqueue many: JSON lines, each a message object as in the API.",
+)
+@server_options
+@json_option
+def enqueue(
+    queue: str,
+    payload: str | None,
+    message_id: str | None,
+    priority: int | None,
+    delay: int | None,
+    metadata: tuple[str, ...],
+    path: Path | None,
+    url: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Enqueue one message, or every message of a JSON-lines --file (in batches, with progress).
+
+    \b
+    sundial enqueue shop/emails --payload '{"to": "ada@example.com"}' --id welcome-42
+    """
+    if path is not None:
+        if payload is not None or message_id is not None:
+            raise click.UsageError("--file takes the messages from the file, not --payload/--id")
+        with connect(url, token) as client:
+            _enqueue_file(client, queue, path, as_json)
+        return
+    message = NewMessage(
+        id=message_id,
+        payload=_json_argument(payload, "--payload") if payload is not None else msgspec.UNSET,
+        priority=priority,
+        delay_seconds=delay,
+        metadata=parse_pairs(metadata, "--metadata") or None,
+    )
+    with connect(url, token) as client:
+        [outcome] = client.enqueue_many(queue, [message])
+    if as_json:
+        _emit_json(outcome)
+    else:
+        _table(["id", "state", "created"], [[outcome.id, outcome.state, outcome.created]])
+
+
+def _json_argument(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise click.BadParameter(f"not JSON: {error}", param_hint=option) from error
+
+
+def _read_messages(stream: IO[Any]) -> Iterator[NewMessage]:
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            yield msgspec.json.decode(line, type=NewMessage)
+        except msgspec.DecodeError as error:
+            raise click.ClickException(f"line {number}: {error}") from error
+
+
+def _enqueue_file(client: Client, queue: str, path: Path, as_json: bool) -> None:
+    created = existing = 0
+    with click.open_file(str(path)) as stream, _progress() as progress:
+        task = progress.add_task("enqueueing", total=None)
+        messages = _read_messages(stream)
+        while batch := list(islice(messages, BATCH)):
+            outcomes = client.enqueue_many(queue, batch)
+            created += sum(o.created for o in outcomes)
+            existing += sum(not o.created for o in outcomes)
+            progress.advance(task, len(batch))
+    if as_json:
+        _emit_json({"created": created, "existing": existing})
+    else:
+        stdout.print(f"{created} enqueued, {existing} already there")
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+    )
+
+
+# --- consuming -----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.option("--count", default=1, show_default=True, help="Most messages to lease (1-100).")
+@click.option("--wait", default=0, show_default=True, help="Seconds to wait for one (0-20).")
+@click.option("--lease", "lease_seconds", type=int, help="Lease seconds (default: the queue's).")
+@server_options
+@json_option
+def dequeue(
+    queue: str,
+    count: int,
+    wait: int,
+    lease_seconds: int | None,
+    url: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Lease messages; complete them with `sundial ack`, or `sundial fail` them."""
+    with connect(url, token) as client, stderr.status(f"waiting up to {wait} s", spinner="dots"):
+        leased = client.dequeue(queue, count, wait_seconds=wait, lease_seconds=lease_seconds)
+    if as_json:
+        _emit_json(leased)
+        return
+    rows = [
+        [m.id, m.lease_id, m.attempt, m.priority, m.lease_expires_at.isoformat(), _short(m.payload)]
+        for m in leased
+    ]
+    _table(["id", "lease_id", "attempt", "priority", "lease expires", "payload"], rows)
+
+
+def _show_message(message: Any, as_json: bool) -> None:
+    if as_json:
+        _emit_json(message)
+    else:
+        _table(
+            ["id", "state", "attempts", "last_error"],
+            [[message.id, message.state, message.attempts, message.last_error]],
+        )
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.argument("message_id", metavar="ID")
+@click.argument("lease_id", metavar="LEASE_ID")
+@server_options
+@json_option
+def ack(
+    queue: str, message_id: str, lease_id: str, url: str, token: str | None, as_json: bool
+) -> None:
+    """Complete a leased message."""
+    with connect(url, token) as client:
+        _show_message(client.complete(queue, message_id, lease_id), as_json)
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.argument("message_id", metavar="ID")
+@click.argument("lease_id", metavar="LEASE_ID")
+@click.option("--error", help="Why it failed (kept as last_error).")
+@click.option("--retry-delay", type=int, help="Seconds before the retry (default: the queue's).")
+@server_options
+@json_option
+def fail(
+    queue: str,
+    message_id: str,
+    lease_id: str,
+    error: str | None,
+    retry_delay: int | None,
+    url: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Fail an attempt: retried while attempts remain, else a dead letter (errored)."""
+    with connect(url, token) as client:
+        _show_message(client.fail(queue, message_id, lease_id, error, retry_delay), as_json)
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.argument("message_id", metavar="ID")
+@click.option("--lease-id", help="The lease, to cancel a running message you hold.")
+@click.option("--force", is_flag=True, help="Cancel a running message without its lease.")
+@click.option("--reason", help="Kept as last_error.")
+@server_options
+@json_option
+def cancel(
+    queue: str,
+    message_id: str,
+    lease_id: str | None,
+    force: bool,
+    reason: str | None,
+    url: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Cancel a message that is not finished."""
+    with connect(url, token) as client:
+        canceled = client.cancel(queue, message_id, lease_id=lease_id, force=force, reason=reason)
+        _show_message(canceled, as_json)
+
+
+# --- browsing ------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.option("--state", "states", multiple=True, help="Only in this state (repeat).")
+@click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Only with this pair.")
+@click.option(
+    "--order",
+    type=click.Choice(["enqueued_at", "priority"]),
+    default="enqueued_at",
+    show_default=True,
+    help="Newest first, or lowest priority first.",
+)
+@click.option("--limit", default=100, show_default=True, help="Most messages to show (0: all).")
+@server_options
+@json_option
+def messages(
+    queue: str,
+    states: tuple[str, ...],
+    metadata: tuple[str, ...],
+    order: str,
+    limit: int,
+    url: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """List a queue's messages, fetched a page at a time."""
+    with connect(url, token) as client, stderr.status("fetching", spinner="dots") as status:
+        found = []
+        pages = client.messages(
+            queue, states=states, metadata=parse_pairs(metadata, "--metadata") or None, order=order
+        )
+        for message in islice(pages, limit or None):
+            found.append(message)
+            if len(found) % 1000 == 0:
+                status.update(f"fetched {len(found)}")
+    if as_json:
+        _emit_json(found)
+        return
+    rows = [
+        [m.id, m.state, m.priority, m.attempts, m.enqueued_at.isoformat(), _short(m.payload)]
+        for m in found
+    ]
+    _table(["id", "state", "priority", "attempts", "enqueued", "payload"], rows)
+
+
+COMMANDS = (enqueue, dequeue, ack, fail, cancel, messages)

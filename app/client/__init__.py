@@ -1,0 +1,78 @@
+"""Python client for Sundial: :class:`Client` (blocking), :class:`AsyncClient` (asyncio) and
+:class:`Worker` (a consumer loop). Depends only on httpx, msgspec and tenacity, never on the
+server's code.
+
+>>> from app.client import Client
+>>> with Client("http://127.0.0.1:8080", token) as client:  # doctest: +SKIP
+...     client.enqueue("shop/emails", {"to": "ada@example.com"}, id="welcome-42")
+"""
+
+from app.client.async_client import AsyncClient
+from app.client.errors import (
+    ApiError,
+    CallFailed,
+    CallTimeout,
+    Conflict,
+    Forbidden,
+    InvalidState,
+    LeaseMismatch,
+    NotFound,
+    PayloadTooLarge,
+    QueuePaused,
+    RateLimited,
+    SundialError,
+    Unauthorized,
+    Unavailable,
+    ValidationError,
+)
+from app.client.models import (
+    AckResult,
+    Enqueued,
+    Health,
+    IssuedToken,
+    Leased,
+    Message,
+    MessagePage,
+    Namespace,
+    NewMessage,
+    Queue,
+    Token,
+)
+from app.client.retry import RetryPolicy
+from app.client.sync_client import Client
+from app.client.worker import Retry, Worker, WorkerStats
+
+__all__ = [
+    "AckResult",
+    "ApiError",
+    "AsyncClient",
+    "CallFailed",
+    "CallTimeout",
+    "Client",
+    "Conflict",
+    "Enqueued",
+    "Forbidden",
+    "Health",
+    "InvalidState",
+    "IssuedToken",
+    "LeaseMismatch",
+    "Leased",
+    "Message",
+    "MessagePage",
+    "Namespace",
+    "NewMessage",
+    "NotFound",
+    "PayloadTooLarge",
+    "Queue",
+    "QueuePaused",
+    "RateLimited",
+    "Retry",
+    "RetryPolicy",
+    "SundialError",
+    "Token",
+    "Unauthorized",
+    "Unavailable",
+    "ValidationError",
+    "Worker",
+    "WorkerStats",
+]

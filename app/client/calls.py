@@ -1,0 +1,325 @@
+"""Every endpoint of API v1 as a :class:`Call`: method, path, body, how to decode the answer,
+and whether repeating it is safe. The sync and async clients only send calls.
+
+A call is *safe to retry* when sending it twice has the effect of sending it once: reads,
+``PUT``/``PATCH``/``DELETE`` (they set a state), ``extend`` (it sets the expiry from now) and
+an enqueue in which every message carries its own id (the server never duplicates an id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from app.client.models import (
+    AckResult,
+    Enqueued,
+    Health,
+    IssuedToken,
+    Leased,
+    Message,
+    MessagePage,
+    Namespace,
+    NewMessage,
+    Queue,
+    Token,
+)
+
+T = TypeVar("T")
+
+MAX_WAIT_SECONDS = 20
+"""The longest long poll the server grants (``wait_seconds``)."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and how to read its answer."""
+
+    method: str
+    path: str
+    decode: Callable[[bytes], T]
+    body: Any = None
+    params: list[tuple[str, str]] = field(default_factory=list)
+    safe: bool = False
+    """Safe to send again after a failure whose outcome is unknown."""
+    wait_seconds: float = 0
+    """How long the server may hold the request on purpose (long poll)."""
+
+
+def _decoder(kind: type[T], key: str | None = None) -> Callable[[bytes], T]:
+    if key is None:
+        return msgspec.json.Decoder(kind).decode
+    wrapper = msgspec.defstruct("Wrapper", [(key, kind)])
+    decoder = msgspec.json.Decoder(wrapper)
+
+    def decode(content: bytes) -> T:
+        value: T = getattr(decoder.decode(content), key)
+        return value
+
+    return decode
+
+
+def _nothing(content: bytes) -> None:
+    return None
+
+
+def split_queue(queue: str) -> tuple[str, str]:
+    """``"namespace/queue"`` as its two parts (ValueError if it is not of that form)."""
+    namespace, _, name = queue.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ValueError(f"queue must be 'namespace/queue', got {queue!r}")
+    return namespace, name
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _ns(namespace: str) -> str:
+    return f"v1/namespaces/{_seg(namespace)}"
+
+
+def _queue(queue: str) -> str:
+    namespace, name = split_queue(queue)
+    return f"{_ns(namespace)}/queues/{_seg(name)}"
+
+
+def _message(queue: str, message_id: str) -> str:
+    return f"{_queue(queue)}/messages/{_seg(message_id)}"
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields that are not ``None``."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+_MESSAGE = _decoder(Message)
+_QUEUE = _decoder(Queue)
+
+# --- operations ----------------------------------------------------------------------------------
+
+
+def health() -> Call[Health]:
+    """``GET /healthz``."""
+    return Call("GET", "healthz", _decoder(Health), safe=True)
+
+
+def ready() -> Call[Health]:
+    """``GET /readyz`` (503 raises :class:`~app.client.errors.Unavailable`)."""
+    return Call("GET", "readyz", _decoder(Health), safe=True)
+
+
+# --- admin plane ---------------------------------------------------------------------------------
+
+
+def create_namespace(name: str, description: str = "") -> Call[Namespace]:
+    """``POST /v1/namespaces``."""
+    body = {"name": name, "description": description}
+    return Call("POST", "v1/namespaces", _decoder(Namespace), body)
+
+
+def list_namespaces() -> Call[list[Namespace]]:
+    """``GET /v1/namespaces``."""
+    return Call("GET", "v1/namespaces", _decoder(list[Namespace], "namespaces"), safe=True)
+
+
+def delete_namespace(name: str) -> Call[None]:
+    """``DELETE /v1/namespaces/{ns}``."""
+    return Call("DELETE", _ns(name), _nothing, safe=True)
+
+
+def issue_token(
+    namespace: str, label: str = "", expires_at: datetime | None = None
+) -> Call[IssuedToken]:
+    """``POST /v1/namespaces/{ns}/tokens``."""
+    body = _given(label=label, expires_at=expires_at)
+    return Call("POST", f"{_ns(namespace)}/tokens", _decoder(IssuedToken), body)
+
+
+def list_tokens(namespace: str) -> Call[list[Token]]:
+    """``GET /v1/namespaces/{ns}/tokens``."""
+    return Call("GET", f"{_ns(namespace)}/tokens", _decoder(list[Token], "tokens"), safe=True)
+
+
+def revoke_token(namespace: str, token_id: str) -> Call[None]:
+    """``DELETE /v1/namespaces/{ns}/tokens/{id}``."""
+    return Call("DELETE", f"{_ns(namespace)}/tokens/{_seg(token_id)}", _nothing, safe=True)
+
+
+# --- queues --------------------------------------------------------------------------------------
+
+
+def put_queue(queue: str, config: Mapping[str, Any]) -> Call[Queue]:
+    """``PUT …/queues/{queue}``: the whole configuration (absent fields: defaults)."""
+    return Call("PUT", _queue(queue), _QUEUE, dict(config), safe=True)
+
+
+def list_queues(namespace: str) -> Call[list[Queue]]:
+    """``GET /v1/namespaces/{ns}/queues``."""
+    return Call("GET", f"{_ns(namespace)}/queues", _decoder(list[Queue], "queues"), safe=True)
+
+
+def get_queue(queue: str) -> Call[Queue]:
+    """``GET …/queues/{queue}``."""
+    return Call("GET", _queue(queue), _QUEUE, safe=True)
+
+
+def update_queue(queue: str, changes: Mapping[str, Any]) -> Call[Queue]:
+    """``PATCH …/queues/{queue}``."""
+    return Call("PATCH", _queue(queue), _QUEUE, dict(changes), safe=True)
+
+
+def delete_queue(queue: str) -> Call[None]:
+    """``DELETE …/queues/{queue}``."""
+    return Call("DELETE", _queue(queue), _nothing, safe=True)
+
+
+def purge(queue: str, states: Iterable[str] | None = None) -> Call[int]:
+    """``POST …/purge``: deletes messages (in ``states``, or all); the number deleted."""
+    body = _given(states=None if states is None else list(states))
+    # Deleting what is already deleted changes nothing: safe (the count may be lower).
+    return Call("POST", f"{_queue(queue)}/purge", _decoder(int, "deleted"), body, safe=True)
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+def enqueue(queue: str, messages: Iterable[NewMessage]) -> Call[list[Enqueued]]:
+    """``POST …/messages``: 1 to 1000 messages, all or nothing."""
+    items = list(messages)
+    safe = all(m.id is not None for m in items)
+    decode = _decoder(list[Enqueued], "messages")
+    return Call("POST", f"{_queue(queue)}/messages", decode, {"messages": items}, safe=safe)
+
+
+def dequeue(
+    queue: str,
+    count: int = 1,
+    *,
+    wait_seconds: int = 0,
+    lease_seconds: int | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> Call[list[Leased]]:
+    """``POST …/dequeue``: lease up to ``count`` messages, long-polling ``wait_seconds``."""
+    body = _given(
+        count=count,
+        wait_seconds=wait_seconds,
+        lease_seconds=lease_seconds,
+        metadata=None if metadata is None else dict(metadata),
+    )
+    decode = _decoder(list[Leased], "messages")
+    return Call("POST", f"{_queue(queue)}/dequeue", decode, body, wait_seconds=wait_seconds)
+
+
+def get_message(queue: str, message_id: str) -> Call[Message]:
+    """``GET …/messages/{id}``."""
+    return Call("GET", _message(queue, message_id), _MESSAGE, safe=True)
+
+
+def update_message(queue: str, message_id: str, changes: Mapping[str, Any]) -> Call[Message]:
+    """``PATCH …/messages/{id}`` (only while invisible or pending)."""
+    return Call("PATCH", _message(queue, message_id), _MESSAGE, dict(changes), safe=True)
+
+
+def delete_message(queue: str, message_id: str) -> Call[None]:
+    """``DELETE …/messages/{id}``."""
+    return Call("DELETE", _message(queue, message_id), _nothing, safe=True)
+
+
+def complete(queue: str, message_id: str, lease_id: str) -> Call[Message]:
+    """``POST …/messages/{id}/complete``."""
+    path = f"{_message(queue, message_id)}/complete"
+    return Call("POST", path, _MESSAGE, {"lease_id": lease_id})
+
+
+def fail(
+    queue: str,
+    message_id: str,
+    lease_id: str,
+    error: str | None = None,
+    retry_delay_seconds: int | None = None,
+) -> Call[Message]:
+    """``POST …/messages/{id}/fail``."""
+    body = _given(lease_id=lease_id, error=error, retry_delay_seconds=retry_delay_seconds)
+    return Call("POST", f"{_message(queue, message_id)}/fail", _MESSAGE, body)
+
+
+def extend(queue: str, message_id: str, lease_id: str, lease_seconds: int) -> Call[Message]:
+    """``POST …/messages/{id}/extend``: the lease now ends ``lease_seconds`` from now."""
+    body = {"lease_id": lease_id, "lease_seconds": lease_seconds}
+    return Call("POST", f"{_message(queue, message_id)}/extend", _MESSAGE, body, safe=True)
+
+
+def cancel(
+    queue: str,
+    message_id: str,
+    *,
+    lease_id: str | None = None,
+    force: bool = False,
+    reason: str | None = None,
+) -> Call[Message]:
+    """``POST …/messages/{id}/cancel``."""
+    body = _given(lease_id=lease_id, force=force or None, reason=reason)
+    return Call("POST", f"{_message(queue, message_id)}/cancel", _MESSAGE, body)
+
+
+def requeue(queue: str, message_id: str, delay_seconds: int = 0) -> Call[Message]:
+    """``POST …/messages/{id}/requeue`` (errored or canceled only)."""
+    body = {"delay_seconds": delay_seconds}
+    return Call("POST", f"{_message(queue, message_id)}/requeue", _MESSAGE, body)
+
+
+def ack(
+    queue: str,
+    complete: Iterable[tuple[str, str]] = (),
+    fail: Iterable[tuple[str, str, str | None]] = (),
+) -> Call[list[AckResult]]:
+    """``POST …/ack``: complete ``(id, lease_id)`` and fail ``(id, lease_id, error)`` items."""
+    body = {
+        "complete": [{"id": i, "lease_id": lease} for i, lease in complete],
+        "fail": [_given(id=i, lease_id=lease, error=error) for i, lease, error in fail],
+    }
+    decode = _decoder(list[AckResult], "results")
+    return Call("POST", f"{_queue(queue)}/ack", decode, body)
+
+
+def query_messages(
+    queue: str,
+    *,
+    states: Iterable[str] = (),
+    metadata: Mapping[str, str] | None = None,
+    priority_lt: int | None = None,
+    priority_gte: int | None = None,
+    order: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[MessagePage]:
+    """``GET …/messages``: one page of a filtered listing."""
+    params = [("state", state) for state in states]
+    params += [(f"metadata.{key}", value) for key, value in (metadata or {}).items()]
+    given = _given(
+        priority_lt=priority_lt,
+        priority_gte=priority_gte,
+        order=order,
+        limit=limit,
+        cursor=cursor,
+    )
+    params += [(key, str(value)) for key, value in given.items()]
+    decode = _decoder(MessagePage)
+    return Call("GET", f"{_queue(queue)}/messages", decode, params=params, safe=True)
+
+
+def requeue_dead_letters(
+    queue: str,
+    states: Iterable[str] = ("errored",),
+    ids: Iterable[str] | None = None,
+    limit: int | None = None,
+) -> Call[int]:
+    """``POST …/requeue``: send dead letters back; the number requeued."""
+    body = _given(states=list(states), ids=None if ids is None else list(ids), limit=limit)
+    return Call("POST", f"{_queue(queue)}/requeue", _decoder(int, "requeued"), body)

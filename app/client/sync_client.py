@@ -1,0 +1,385 @@
+"""The blocking client: :class:`Client`, one method per endpoint of API v1.
+
+Queues are named ``"namespace/queue"``. Connections are pooled and reused (one
+:class:`httpx.Client`); close the client, or use it as a context manager, when done. Failed
+requests are retried by :mod:`app.client.retry`'s rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from msgspec import UNSET
+
+from app.client import calls, reply
+from app.client.calls import Call
+from app.client.errors import CallTimeout, InvalidState, LeaseMismatch, NotFound
+from app.client.http import (
+    DEFAULT_TIMEOUT,
+    auth_headers,
+    read_answer,
+    request_arguments,
+    server_url,
+)
+from app.client.models import (
+    AckResult,
+    Enqueued,
+    Health,
+    IssuedToken,
+    Leased,
+    Message,
+    MessagePage,
+    Namespace,
+    NewMessage,
+    Queue,
+    Token,
+)
+from app.client.retry import RetryPolicy
+
+T = TypeVar("T")
+
+
+class Client:
+    """A blocking Sundial client.
+
+    Args:
+        url: the server's root URL; default ``$SUNDIAL_URL`` or ``http://127.0.0.1:8080``.
+        token: a namespace or admin token; default ``$SUNDIAL_TOKEN``.
+        timeout: seconds to wait for an answer (long polls get their wait on top).
+        retry: the retry policy (``RetryPolicy(attempts=1)`` never retries).
+        transport: an httpx transport, e.g. for tests or a proxy.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._timeout = timeout
+        self._retry = retry or RetryPolicy()
+        self._http = httpx.Client(
+            base_url=server_url(url), headers=auth_headers(token), transport=transport
+        )
+        self._reply_queues: set[str] = set()
+
+    @property
+    def url(self) -> str:
+        """The server's root URL."""
+        return str(self._http.base_url)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def send(self, call: Call[T]) -> T:
+        """Send one call (retried if its failure allows) and return its decoded answer."""
+        for attempt in self._retry.sync(call.safe):
+            with attempt:
+                response = self._http.request(**request_arguments(call, self._timeout))
+                return read_answer(call, response)
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+    # --- operations ------------------------------------------------------------------------------
+
+    def health(self) -> Health:
+        """``GET /healthz``: the server process is up."""
+        return self.send(calls.health())
+
+    def ready(self) -> Health:
+        """``GET /readyz``: the database is reachable and migrated (else Unavailable)."""
+        return self.send(calls.ready())
+
+    # --- admin plane (admin token) ---------------------------------------------------------------
+
+    def create_namespace(self, name: str, description: str = "") -> Namespace:
+        """Create a namespace (Conflict if it exists)."""
+        return self.send(calls.create_namespace(name, description))
+
+    def list_namespaces(self) -> list[Namespace]:
+        """All namespaces."""
+        return self.send(calls.list_namespaces())
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete a namespace with its queues and messages."""
+        self.send(calls.delete_namespace(name))
+
+    def issue_token(
+        self, namespace: str, label: str = "", expires_at: datetime | None = None
+    ) -> IssuedToken:
+        """Issue a namespace token; its secret (``.token``) is shown only now."""
+        return self.send(calls.issue_token(namespace, label, expires_at))
+
+    def list_tokens(self, namespace: str) -> list[Token]:
+        """A namespace's tokens, without secrets."""
+        return self.send(calls.list_tokens(namespace))
+
+    def revoke_token(self, namespace: str, token_id: str) -> None:
+        """Revoke a token at once."""
+        self.send(calls.revoke_token(namespace, token_id))
+
+    # --- queues ----------------------------------------------------------------------------------
+
+    def put_queue(self, queue: str, **config: Any) -> Queue:
+        """Create ``queue`` or set its whole configuration (absent fields take defaults)."""
+        return self.send(calls.put_queue(queue, config))
+
+    def list_queues(self, namespace: str) -> list[Queue]:
+        """A namespace's queues, with message counts per state."""
+        return self.send(calls.list_queues(namespace))
+
+    def get_queue(self, queue: str) -> Queue:
+        """A queue's configuration, counts and oldest pending age."""
+        return self.send(calls.get_queue(queue))
+
+    def update_queue(self, queue: str, **changes: Any) -> Queue:
+        """Change some of a queue's configuration (e.g. ``dequeue_paused=True``)."""
+        return self.send(calls.update_queue(queue, changes))
+
+    def delete_queue(self, queue: str) -> None:
+        """Delete a queue and its messages."""
+        self.send(calls.delete_queue(queue))
+
+    def purge(self, queue: str, states: Iterable[str] | None = None) -> int:
+        """Delete a queue's messages (in ``states``, or all); how many were deleted."""
+        return self.send(calls.purge(queue, states))
+
+    # --- producing -------------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any = UNSET,
+        *,
+        id: str | None = None,
+        priority: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        delay_seconds: int | None = None,
+        visible_at: datetime | None = None,
+        max_attempts: int | None = None,
+        lease_seconds: int | None = None,
+        ttl_seconds: int | None = None,
+        expires_at: datetime | None = None,
+    ) -> Enqueued:
+        """Enqueue one message. With an ``id`` it is idempotent (and retried on failure)."""
+        message = NewMessage(
+            id=id,
+            payload=payload,
+            priority=priority,
+            metadata=None if metadata is None else dict(metadata),
+            delay_seconds=delay_seconds,
+            visible_at=visible_at,
+            max_attempts=max_attempts,
+            lease_seconds=lease_seconds,
+            ttl_seconds=ttl_seconds,
+            expires_at=expires_at,
+        )
+        return self.send(calls.enqueue(queue, [message]))[0]
+
+    def enqueue_many(self, queue: str, messages: Iterable[NewMessage]) -> list[Enqueued]:
+        """Enqueue 1 to 1000 messages, all or nothing; the outcomes in order."""
+        return self.send(calls.enqueue(queue, messages))
+
+    # --- consuming -------------------------------------------------------------------------------
+
+    def dequeue(
+        self,
+        queue: str,
+        count: int = 1,
+        *,
+        wait_seconds: int = 0,
+        lease_seconds: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[Leased]:
+        """Lease up to ``count`` messages, waiting up to ``wait_seconds`` (≤ 20) for one."""
+        call = calls.dequeue(
+            queue, count, wait_seconds=wait_seconds, lease_seconds=lease_seconds, metadata=metadata
+        )
+        return self.send(call)
+
+    def complete(self, queue: str, message_id: str, lease_id: str) -> Message:
+        """Complete a leased message (LeaseMismatch if the lease is not current)."""
+        return self.send(calls.complete(queue, message_id, lease_id))
+
+    def fail(
+        self,
+        queue: str,
+        message_id: str,
+        lease_id: str,
+        error: str | None = None,
+        retry_delay_seconds: int | None = None,
+    ) -> Message:
+        """Fail an attempt: retried after the retry delay while attempts remain, else errored."""
+        return self.send(calls.fail(queue, message_id, lease_id, error, retry_delay_seconds))
+
+    def extend(self, queue: str, message_id: str, lease_id: str, lease_seconds: int) -> Message:
+        """Heartbeat: the lease now ends ``lease_seconds`` from now."""
+        return self.send(calls.extend(queue, message_id, lease_id, lease_seconds))
+
+    def ack(
+        self,
+        queue: str,
+        complete: Iterable[tuple[str, str]] = (),
+        fail: Iterable[tuple[str, str, str | None]] = (),
+    ) -> list[AckResult]:
+        """Complete ``(id, lease_id)`` and fail ``(id, lease_id, error)`` items, each on its own."""
+        return self.send(calls.ack(queue, complete, fail))
+
+    # --- managing messages -----------------------------------------------------------------------
+
+    def get_message(self, queue: str, message_id: str) -> Message:
+        """One message, in any state."""
+        return self.send(calls.get_message(queue, message_id))
+
+    def update_message(self, queue: str, message_id: str, **changes: Any) -> Message:
+        """Change ``priority``, ``payload``, ``metadata`` or ``visible_at`` of a waiting message."""
+        return self.send(calls.update_message(queue, message_id, changes))
+
+    def delete_message(self, queue: str, message_id: str) -> None:
+        """Remove a message in any state."""
+        self.send(calls.delete_message(queue, message_id))
+
+    def cancel(
+        self,
+        queue: str,
+        message_id: str,
+        *,
+        lease_id: str | None = None,
+        force: bool = False,
+        reason: str | None = None,
+    ) -> Message:
+        """Cancel a live message; a running one needs its ``lease_id`` or ``force``."""
+        return self.send(
+            calls.cancel(queue, message_id, lease_id=lease_id, force=force, reason=reason)
+        )
+
+    def requeue(self, queue: str, message_id: str, delay_seconds: int = 0) -> Message:
+        """Send an errored or canceled message back, attempts reset."""
+        return self.send(calls.requeue(queue, message_id, delay_seconds))
+
+    def requeue_dead_letters(
+        self,
+        queue: str,
+        states: Iterable[str] = ("errored",),
+        ids: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """Send dead letters back in bulk; how many were requeued."""
+        return self.send(calls.requeue_dead_letters(queue, states, ids, limit))
+
+    def query_messages(
+        self,
+        queue: str,
+        *,
+        states: Iterable[str] = (),
+        metadata: Mapping[str, str] | None = None,
+        priority_lt: int | None = None,
+        priority_gte: int | None = None,
+        order: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> MessagePage:
+        """One page of messages matching the filters (see :meth:`messages` for all pages)."""
+        call = calls.query_messages(
+            queue,
+            states=states,
+            metadata=metadata,
+            priority_lt=priority_lt,
+            priority_gte=priority_gte,
+            order=order,
+            limit=limit,
+            cursor=cursor,
+        )
+        return self.send(call)
+
+    def messages(
+        self,
+        queue: str,
+        *,
+        states: Iterable[str] = (),
+        metadata: Mapping[str, str] | None = None,
+        order: str | None = None,
+        page_size: int = 100,
+    ) -> Iterator[Message]:
+        """Every message matching the filters, fetched a page at a time."""
+        states, cursor = list(states), None
+        while True:
+            page = self.query_messages(
+                queue,
+                states=states,
+                metadata=metadata,
+                order=order,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page.messages
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    # --- sync reply pattern ----------------------------------------------------------------------
+
+    def call(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        timeout: float = 30.0,
+        metadata: dict[str, str] | None = None,
+    ) -> Any:
+        """Enqueue a request to ``queue`` and wait for the value its worker's handler returns.
+
+        Raises:
+            CallTimeout: no reply within ``timeout`` seconds (a request not yet leased by then
+                expires and is never run; one being run may still complete).
+            CallFailed: the request failed on its last attempt (the handler's error).
+        """
+        deadline = time.monotonic() + timeout
+        replies = reply.reply_queue(queue)
+        self._ensure_reply_queue(replies)
+        request = reply.request_message(queue, payload, timeout, metadata)
+        assert request.id is not None
+        self.enqueue_many(queue, [request])
+        while (remaining := deadline - time.monotonic()) > 0:
+            wait = min(calls.MAX_WAIT_SECONDS, math.ceil(remaining))
+            got = self.dequeue(replies, wait_seconds=wait, metadata=reply.reply_filter(request.id))
+            if got:
+                self.complete(replies, got[0].id, got[0].lease_id)
+                return reply.reply_result(got[0])
+        self._abandon(queue, request.id)
+        raise CallTimeout(f"no reply to {request.id} within {timeout} s")
+
+    def _ensure_reply_queue(self, replies: str) -> None:
+        if replies in self._reply_queues:
+            return
+        try:
+            self.get_queue(replies)
+        except NotFound:
+            self.put_queue(replies, **reply.REPLY_QUEUE_CONFIG)
+        self._reply_queues.add(replies)
+
+    def _abandon(self, queue: str, request_id: str) -> None:
+        """Cancel a timed-out request that nobody has leased yet."""
+        with contextlib.suppress(InvalidState, LeaseMismatch, NotFound):
+            self.cancel(queue, request_id, reason="caller timed out")
