@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 
 from prometheus_client import Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,8 +17,6 @@ from sqlalchemy.pool import QueuePool
 from app.api.longpoll import WaiterRegistry
 from app.observability import metrics
 from app.scheduler import Scheduler
-
-log = logging.getLogger("sundial.metrics")
 
 SAMPLE_SECONDS = 1.0
 
@@ -101,21 +98,19 @@ class Sampler:
             self.sample()
 
     async def _follow_ticks(self, scheduler: Scheduler) -> None:
-        """Count every tick and what it changed, woken by the scheduler after each one."""
+        """Count every tick and what it changed, woken by the scheduler after each one.
+
+        Counts come from the scheduler's running totals, so ticks that finish before this
+        wakes up are counted all the same.
+        """
         seen = scheduler.ticks
-        counted = scheduler.last_tick
+        counted = scheduler.changed
         while True:
             await scheduler.wait_until(ticks=seen + 1)
-            ticks = scheduler.ticks
+            ticks, changed = scheduler.ticks, scheduler.changed
             metrics.SCHEDULER_TICKS.inc(ticks - seen)
-            result = scheduler.last_tick
-            if ticks - seen > 1:
-                log.debug("metrics missed the results of %d scheduler ticks", ticks - seen - 1)
-            seen = ticks
-            # A failed tick leaves last_tick as it was: count each result once.
-            if result is not None and result is not counted:
-                metrics.PROMOTED.inc(result.promoted)
-                metrics.LEASES_EXPIRED.inc(result.released)
-                metrics.EXPIRED.inc(result.expired)
-                counted = result
+            metrics.PROMOTED.inc(changed.promoted - counted.promoted)
+            metrics.LEASES_EXPIRED.inc(changed.released - counted.released)
+            metrics.EXPIRED.inc(changed.expired - counted.expired)
+            seen, counted = ticks, changed
             self._leader.report(1 if scheduler.is_leader else 0)

@@ -57,6 +57,8 @@ class Scheduler:
         self.ticks = 0
         """Maintenance ticks completed while leading (tests and metrics watch it)."""
         self.last_tick: maintenance.TickResult | None = None
+        self.changed = maintenance.TickResult()
+        """What every tick of this scheduler changed, added up (metrics count from it)."""
         self._stopping = asyncio.Event()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -142,6 +144,7 @@ class Scheduler:
         while not self._stopping.is_set():
             try:
                 self.last_tick = await maintenance.tick(conn)
+                self.changed += self.last_tick
                 if loop.time() >= next_cleanup:
                     moved = await maintenance.archive_finished(
                         conn, self.settings.history_partition_days_ahead

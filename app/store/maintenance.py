@@ -34,6 +34,13 @@ class TickResult:
         """Messages changed in all."""
         return self.promoted + self.released + self.expired
 
+    def __add__(self, other: TickResult) -> TickResult:
+        return TickResult(
+            self.promoted + other.promoted,
+            self.released + other.released,
+            self.expired + other.expired,
+        )
+
 
 async def _repeat(conn: AsyncConnection, stmt: TextClause, params: dict[str, object]) -> int:
     """Run a batched statement (committing each batch) until a batch comes back short."""
