@@ -6,7 +6,9 @@ bash script (``set -euo pipefail``), in a scratch directory holding ``.sundial/a
 ``./dev serve`` leaves it, with ``SUNDIAL_URL`` pointing at the server, ``SUNDIAL_TOKEN``
 holding a token of namespace ``shop`` — what the documents tell the reader to set up — and
 ``SUNDIAL_DATABASE_URL`` for the administration commands, which work on the database. A block
-right after ``<!-- not run: reason -->`` is skipped, and must say why. Of the README, the quick
+right after ``<!-- not run: reason -->`` is skipped, and must say why. A python line
+``print(...)  # text`` promises its output: the script's output must hold those lines in order
+(a line may add an explanation after the value: ``# ['a', 'b'] (why)``). Of the README, the quick
 start is run here and the API tour by tests/test_readme.py; its other sections hold command
 references, not examples. Budget: about 30 s, most of it starting `sundial` processes.
 """
@@ -37,6 +39,8 @@ BLOCK = re.compile(
     r"(?:<!-- not run: (?P<why>[^>]*?) -->\n)?```(?P<lang>python|sh)\n(?P<code>.*?)```", re.S
 )
 
+PROMISED = re.compile(r"^\s*print\(.*\)\s+# (?P<output>.+)$", re.M)
+
 
 def examples(document: str) -> tuple[str, str, list[str]]:
     """The document's python script, shell script and the reasons of the skipped blocks."""
@@ -52,6 +56,19 @@ def examples(document: str) -> tuple[str, str, list[str]]:
         else:
             shell.append(block["code"])
     return "\n".join(python), "set -euo pipefail\n" + "\n".join(shell), skipped
+
+
+def promised_outputs(python: str) -> list[str]:
+    """What the script's ``print(...)  # output`` lines say they print, in order."""
+    return [match["output"].strip() for match in PROMISED.finditer(python)]
+
+
+def assert_printed_in_order(promised: list[str], output: str) -> None:
+    lines = iter(line.strip() for line in output.splitlines())
+    for claim in promised:
+        # A promise is the printed line, optionally followed by " (an explanation)".
+        found = any(claim == line or claim.startswith(line + " (") for line in lines if line)
+        assert found, f"the example promises {claim!r}; it printed:\n{output}"
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -80,9 +97,20 @@ def test_document_examples_run_as_written(document: str, database_url: str, tmp_
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         )
         if python.strip():
-            run([sys.executable, "-c", python], tmp_path, env)
+            printed = run([sys.executable, "-c", python], tmp_path, env)
+            assert_printed_in_order(promised_outputs(python), printed)
         if shell.count("\n") > 1:
             run(["bash", "-c", shell], tmp_path, env)
+
+
+def test_promised_outputs_are_checked_in_order() -> None:
+    script = 'print(1 + 1)  # 2\nx = 1  # not a print\nprint("a", "b")  # a b (two words)\n'
+    assert promised_outputs(script) == ["2", "a b (two words)"]
+    assert_printed_in_order(["2", "a b (two words)"], "noise\n2\nmore\na b\n")
+    with pytest.raises(AssertionError):
+        assert_printed_in_order(["a b", "2"], "2\na b\n")  # out of order
+    with pytest.raises(AssertionError):
+        assert_printed_in_order(["9"], "7\n")
 
 
 def test_examples_are_found_and_skips_need_a_reason() -> None:

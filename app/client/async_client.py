@@ -111,6 +111,14 @@ class AsyncClient:
         """``GET /readyz``: the database is reachable and migrated (else Unavailable)."""
         return await self.send(calls.ready())
 
+    async def metrics(self) -> str:
+        """``GET /metrics``: Prometheus metrics (text format) of the worker that answers."""
+        return await self.send(calls.metrics())
+
+    async def schema(self) -> dict[str, Any]:
+        """``GET /schema``: the server's OpenAPI document."""
+        return await self.send(calls.schema())
+
     # --- admin plane (admin token) ---------------------------------------------------------------
 
     async def create_namespace(self, name: str, description: str = "") -> Namespace:

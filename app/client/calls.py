@@ -114,6 +114,20 @@ def ready() -> Call[Health]:
     return Call("GET", "readyz", _decoder(Health), safe=True)
 
 
+def metrics() -> Call[str]:
+    """``GET /metrics``: the Prometheus text exposition of the process that answers."""
+    return Call("GET", "metrics", _text, safe=True)
+
+
+def schema() -> Call[dict[str, Any]]:
+    """``GET /schema/openapi.json``: the OpenAPI document the server serves."""
+    return Call("GET", "schema/openapi.json", _decoder(dict[str, Any]), safe=True)
+
+
+def _text(content: bytes) -> str:
+    return content.decode()
+
+
 # --- admin plane ---------------------------------------------------------------------------------
 
 
@@ -182,8 +196,8 @@ def delete_queue(queue: str) -> Call[None]:
 def purge(queue: str, states: Iterable[str] | None = None) -> Call[int]:
     """``POST …/purge``: deletes messages (in ``states``, or all); the number deleted."""
     body = _given(states=None if states is None else list(states))
-    # Deleting what is already deleted changes nothing: safe (the count may be lower).
-    return Call("POST", f"{_queue(queue)}/purge", _decoder(int, "deleted"), body, safe=True)
+    # Not safe: a repeated purge would also delete what was enqueued since the first one.
+    return Call("POST", f"{_queue(queue)}/purge", _decoder(int, "deleted"), body)
 
 
 # --- messages ------------------------------------------------------------------------------------

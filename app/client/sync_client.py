@@ -111,6 +111,14 @@ class Client:
         """``GET /readyz``: the database is reachable and migrated (else Unavailable)."""
         return self.send(calls.ready())
 
+    def metrics(self) -> str:
+        """``GET /metrics``: Prometheus metrics (text format) of the worker that answers."""
+        return self.send(calls.metrics())
+
+    def schema(self) -> dict[str, Any]:
+        """``GET /schema``: the server's OpenAPI document."""
+        return self.send(calls.schema())
+
     # --- admin plane (admin token) ---------------------------------------------------------------
 
     def create_namespace(self, name: str, description: str = "") -> Namespace:
