@@ -1,10 +1,15 @@
-"""``sundial pipeline`` commands in-process (the ones that need no SparkSession of their own:
-the report and enqueue commands stop theirs, which would end the tests' shared session)."""
+"""``sundial pipeline`` commands: in-process where they need no SparkSession of their own, and
+``enqueue`` as a real ``sundial`` process (it starts and stops its own session, which in-process
+would end the tests' shared one)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -12,6 +17,7 @@ from click.testing import CliRunner
 from app.cli.main import main
 from app.config import get_settings
 from bench.pipeline_data import generate_history
+from tests.pipeline.test_enqueue import _make_queue as make_queue
 
 
 @pytest.fixture
@@ -47,3 +53,46 @@ def test_bad_arguments_are_named(cli):
     no_queue = cli.invoke(main, ["pipeline", "enqueue", "--queue", "shop/none", "--from", "x.csv"])
     assert no_queue.exit_code == 1
     assert "not_found" in no_queue.output
+
+
+def test_enqueue_command_end_to_end(db, database_url: str, tmp_path: Path) -> None:
+    make_queue(db, "imports")
+    (tmp_path / "orders.csv").write_text(
+        "order,region,total\n"
+        "o-1,eu,10\n"
+        "o-2,us,20\n"
+        "o-1,eu,10\n"  # a duplicate id: enqueued once
+        ",eu,30\n"  # no id: rejected, with the field named
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
+    env.update(
+        SUNDIAL_DATABASE_URL=database_url,
+        SUNDIAL_SPARK_MASTER="local[1]",
+        SUNDIAL_SPARK_DRIVER_MEMORY="512m",
+        SUNDIAL_SPARK_SHUFFLE_PARTITIONS="1",
+    )
+    command = [sys.executable, "-m", "app.cli.main", "pipeline", "enqueue"]
+    arguments = ["--queue", "shop/imports", "--from", "orders.csv", "--id-column", "order"]
+    arguments += ["--metadata-columns", "region"]
+    done = subprocess.run(
+        [*command, *arguments],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["read"], summary["enqueued"], summary["rejected"]) == (4, 2, 1)
+    assert summary["already_present"] == 1
+    assert summary["rejects_file"] == "orders.csv.rejects.jsonl"
+    [reject] = [json.loads(line) for line in (tmp_path / "orders.csv.rejects.jsonl").open()]
+    assert reject["field"] == "row.id"
+    rows = db.execute("SELECT id, payload, metadata FROM messages ORDER BY id").fetchall()
+    # CSV has no types: its values reach the payload as the strings they are.
+    assert rows == [
+        ("o-1", {"total": "10"}, {"region": "eu"}),
+        ("o-2", {"total": "20"}, {"region": "us"}),
+    ]
