@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.cli.database import database, split_queue_path
 from app.config import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ def _requires_pipeline_extra() -> None:
 
 @contextlib.contextmanager
 def _database(settings: Settings) -> Iterator[str]:
-    from app.cli.main import _database as database
-
     # An embedded database is this command's own: bring it to the newest schema on first use.
     with database(settings, migrate=settings.database_url is None) as url:
         yield url
@@ -211,13 +210,12 @@ def enqueue(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from app.cli.main import _split
     from app.core.errors import SundialError
     from app.core.validation import Limits
     from app.pipeline.enqueue import Columns, bulk_enqueue, detect_format, find_queue
 
     settings = get_settings()
-    namespace, name = _split(queue_path)
+    namespace, name = split_queue_path(queue_path)
     columns = Columns(
         id=id_column,
         priority=priority_column,

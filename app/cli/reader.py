@@ -11,6 +11,7 @@ import sys
 import click
 import psycopg
 
+from app.cli.database import database
 from app.config import get_settings
 from app.store.reporting import READER_ROLE
 
@@ -36,7 +37,6 @@ def create_reader(
     upgrades (it is idempotent). Without a password option an existing role keeps its password;
     a new one gets a generated password, printed once.
     """
-    from app.cli.main import _database
     from app.store.reporting import create_reader as create
 
     chosen = [o for o, on in (("--password", password is not None),
@@ -52,7 +52,7 @@ def create_reader(
     if password is not None and not password:
         raise click.BadParameter("must not be empty", param_hint="password")
 
-    with _database(get_settings()) as url:
+    with database(get_settings()) as url:
         try:
             result = create(url, role, password)
             if result.created and password is None:
