@@ -191,6 +191,31 @@ async def test_killed_connections_are_replaced(admin: Caller, cluster: LocalClus
     await assert_long_poll_woken_by_notification(alpha, base, "woken")
 
 
+async def test_killed_connections_cost_the_hot_path_one_request(
+    admin: Caller, cluster: LocalCluster
+) -> None:
+    # Enqueue, dequeue and complete run on the pooled driver connections directly: the first
+    # to find its connection dead must have every older pooled connection replaced, as
+    # SQLAlchemy does on its own path, or each dead connection would fail one request.
+    alpha, base = await make_namespace(admin, "hot-path")
+    answers = await asyncio.gather(*(enqueue(alpha, base, f"fill-{i}") for i in range(4)))
+    assert all(a.status_code == 201 for a in answers)
+    with psycopg.connect(cluster.libpq_dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        )
+    statuses = [(await enqueue(alpha, base, f"after-{i}")).status_code for i in range(4)]
+    assert statuses.count(503) <= 1, statuses
+    assert statuses[-1] == 201
+    leased = (await dequeue(alpha, base, count=1)).json()["messages"]
+    done = await alpha.post(
+        f"{base}/messages/{leased[0]['id']}/complete", json={"lease_id": leased[0]["lease_id"]}
+    )
+    assert done.status_code == 200, done.text
+
+
 UUID = "00000000-0000-4000-8000-000000000000"  # a well-formed token or lease id
 # A valid body for each operation that takes one, so that the request gets past validation.
 BODIES: dict[str, Any] = {
