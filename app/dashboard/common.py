@@ -13,10 +13,15 @@ from app.api.runtime import AnyRequest, runtime
 from app.bootstrap import build_insights
 from app.core.insights import Overview, QueueInsights
 from app.core.service import QueueService
-from app.dashboard.cache import OVERVIEW_TTL_SECONDS, Recent
 from app.dashboard.security import PREFIX
+from app.recent import Recent
 
 FLASH_KEY = "flash"
+
+OVERVIEW_TTL_SECONDS = 2.0
+"""However many people keep the dashboard open, each server process computes the overview's
+live data (its message counts read the whole hot table) at most once per this. Pages are not
+cached: one loaded after a change shows it."""
 
 
 async def start_insights(app: Litestar) -> None:

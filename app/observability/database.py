@@ -20,6 +20,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.observability import metrics
+from app.recent import Recent
 from app.store.stats import DatabaseStats, QueueDepth, read_database_stats
 
 log = logging.getLogger("sundial.metrics")
@@ -39,7 +40,8 @@ class Reading:
 
 
 class DatabaseStatsCache:
-    """The latest :class:`DatabaseStats`, read again when older than ``ttl`` seconds."""
+    """The latest :class:`DatabaseStats`, read again when older than ``ttl`` seconds; a failure
+    is kept as long, so a database that is down is not asked again by every scrape."""
 
     def __init__(
         self,
@@ -49,36 +51,21 @@ class DatabaseStatsCache:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
-        self.ttl = ttl
         self.timeout = timeout
-        self.clock = clock
-        self._reading: Reading | None = None
-        self._lock = asyncio.Lock()
-
-    def _fresh(self) -> Reading | None:
-        reading = self._reading
-        if reading is not None and self.clock() - reading.taken_at < self.ttl:
-            return reading
-        return None
+        self.recent: Recent[Reading] = Recent(ttl, clock)
 
     async def reading(self) -> Reading:
-        """A reading no older than ``ttl``; a failure is cached as long, so a database that is
-        down is not asked again by every scrape."""
-        fresh = self._fresh()
-        if fresh is not None:
-            return fresh
-        async with self._lock:
-            fresh = self._fresh()
-            if fresh is not None:
-                return fresh
-            try:
-                async with asyncio.timeout(self.timeout):
-                    stats: DatabaseStats | None = await read_database_stats(self.engine)
-            except (TimeoutError, OSError, sa_exc.SQLAlchemyError) as error:
-                log.warning("metrics: database stats unavailable: %s", error)
-                stats = None
-            self._reading = Reading(stats, self.clock())
-            return self._reading
+        """A reading no older than the cache's ``ttl``."""
+        return await self.recent.get(self._read)
+
+    async def _read(self) -> Reading:
+        try:
+            async with asyncio.timeout(self.timeout):
+                stats: DatabaseStats | None = await read_database_stats(self.engine)
+        except (TimeoutError, OSError, sa_exc.SQLAlchemyError) as error:
+            log.warning("metrics: database stats unavailable: %s", error)
+            stats = None
+        return Reading(stats, self.recent.clock())
 
 
 def _capped(queues: list[QueueDepth], limit: int) -> Iterator[QueueDepth]:

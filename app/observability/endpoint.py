@@ -81,7 +81,7 @@ async def metrics_endpoint(request: ASGIConnection[Any, Any, Any, Any]) -> Respo
     """Prometheus metrics, in the text exposition format (docs/monitoring.md lists them)."""
     metrics = server_metrics(request)
     reading = await metrics.database.reading()
-    return Response(render(reading, metrics.database.clock()), media_type=MEDIA_TYPE)
+    return Response(render(reading, metrics.database.recent.clock()), media_type=MEDIA_TYPE)
 
 
 HANDLERS = [metrics_endpoint]

@@ -193,11 +193,11 @@ async def test_the_database_is_read_once_per_period_however_many_scrape(alpha, q
     try:
         cache = server_metrics(alpha).database
         now = [1000.0]
-        cache.clock = lambda: now[0]
+        cache.recent.clock = lambda: now[0]
         await asyncio.gather(*(scrape(alpha) for _ in range(5)))
         await scrape(alpha)
         assert len(statements) == 1
-        now[0] += cache.ttl
+        now[0] += cache.recent.ttl
         await scrape(alpha)
         assert len(statements) == 2
     finally:

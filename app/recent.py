@@ -1,7 +1,6 @@
-"""A short-lived cache of the overview's live data, so that however many people keep the
-dashboard open, each server process computes it at most once per :data:`OVERVIEW_TTL_SECONDS`
-(its message counts read the whole hot table). Pages are not cached: one loaded after a change
-shows it."""
+"""The last value of an expensive read, reused for a few seconds: however many callers ask
+(dashboard viewers, metrics scrapers), each server process computes it at most once per period,
+and concurrent callers share one computation."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
-
-OVERVIEW_TTL_SECONDS = 2.0
 
 
 class Recent(Generic[T]):

@@ -1,10 +1,11 @@
-"""The overview cache: reused while young, reloaded once old, one load for concurrent callers."""
+"""app.recent, the cache of the dashboard overview and of the metrics' database reading: reused
+while young, reloaded once old, one load for concurrent callers."""
 
 from __future__ import annotations
 
 import asyncio
 
-from app.dashboard.cache import Recent
+from app.recent import Recent
 
 
 async def test_a_value_is_reused_while_young_and_reloaded_when_old() -> None:
