@@ -191,6 +191,10 @@ class WaiterRegistry:
         """How many requests are parked waiting for ``queue_id`` now."""
         return sum(w.parked for w in self._by_queue.get(queue_id, ()))
 
+    def waiting_anywhere(self) -> int:
+        """How many requests are parked now, over every queue (the waiters gauge)."""
+        return sum(w.parked for waiters in self._by_queue.values() for w in waiters)
+
     async def wait_for_waiting(self, queue_id: int, count: int) -> None:
         """Wait until at least ``count`` requests are parked on ``queue_id`` (for tests)."""
         while self.waiting(queue_id) < count:

@@ -34,12 +34,6 @@ class _Reported:
             self.value = value
 
 
-def parked_waiters(registry: WaiterRegistry) -> int:
-    """Long-polling requests of this process parked now, over all queues."""
-    # WaiterRegistry counts per queue only; its queues are the keys of _by_queue.
-    return sum(registry.waiting(queue_id) for queue_id in list(registry._by_queue))
-
-
 class Sampler:
     """Samples this process's pool, long polls and scheduler into metrics."""
 
@@ -63,7 +57,7 @@ class Sampler:
 
     def sample(self) -> None:
         """Report the current values once."""
-        self._waiters.report(parked_waiters(self.waiters))
+        self._waiters.report(self.waiters.waiting_anywhere())
         pool = self.engine.pool
         if isinstance(pool, QueuePool):
             self._in_use.report(pool.checkedout())
