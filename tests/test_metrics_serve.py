@@ -17,7 +17,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ADMIN_TOKEN
-from tests.test_serve import ROOT, SUNDIAL, free_port, wait_ready
+from tests.processes import (
+    assert_exited_cleanly,
+    clean_env,
+    free_port,
+    sundial_serve,
+    wait_ready,
+)
 
 POOL_SIZE = 3
 HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -66,9 +72,7 @@ def scrape(base: str) -> dict[str, float]:
 @pytest.fixture
 def server(database_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    env.update(
+    env = clean_env(
         SUNDIAL_DATABASE_URL=database_url,
         SUNDIAL_ADMIN_TOKEN=ADMIN_TOKEN,
         SUNDIAL_PORT=str(port),
@@ -76,23 +80,13 @@ def server(database_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.
         SUNDIAL_POOL_SIZE=str(POOL_SIZE),
         SUNDIAL_LOG_LEVEL="warning",
     )
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(SUNDIAL), "serve"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
     base = f"http://127.0.0.1:{port}"
-    try:
+    with sundial_serve(env, log) as process:
         wait_ready(base, process, log)
         yield base, process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    assert process.returncode == 0, log.read_text()[-4000:]
+    assert_exited_cleanly(process, log)
 
 
 def wait_for(condition, what: str) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_serve import ROOT, free_port, serve
+from tests.processes import ROOT, free_port
+from tests.test_serve import serve
 
 
 def tour_script() -> str:

@@ -6,12 +6,6 @@ and finds the data still there; also runs two worker processes sharing the datab
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,59 +14,27 @@ import httpx
 import pytest
 
 from app.embedded import LocalCluster
-
-ROOT = Path(__file__).resolve().parents[1]
-SUNDIAL = Path(sys.executable).parent / "sundial"
-START_TIMEOUT = 90.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_ready(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Poll /readyz until the server answers (bounded); fail with the server's log if it died."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"server not ready in {START_TIMEOUT}s:\n{log.read_text()[-4000:]}")
+from tests.processes import (
+    assert_exited_cleanly,
+    clean_env,
+    free_port,
+    sundial_serve,
+    wait_ready,
+)
 
 
 @contextmanager
 def serve(data_dir: Path, port: int, workers: int = 1) -> Iterator[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
-    env.update(
-        SUNDIAL_DATA_DIR=str(data_dir),
-        SUNDIAL_PORT=str(port),
-        SUNDIAL_WORKERS=str(workers),
+    """``sundial serve`` on the embedded default in ``data_dir``, as a user starts it."""
+    env = clean_env(
+        SUNDIAL_DATA_DIR=str(data_dir), SUNDIAL_PORT=str(port), SUNDIAL_WORKERS=str(workers)
     )
     log = data_dir.parent / f"serve-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(SUNDIAL), "serve"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
     base = f"http://127.0.0.1:{port}"
-    try:
+    with sundial_serve(env, log) as process:
         wait_ready(base, process, log)
         yield base
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    assert process.returncode == 0, log.read_text()[-4000:]
+    assert_exited_cleanly(process, log)
     # The server stops the embedded database it started.
     assert not LocalCluster(data_dir / "postgres").is_running()
 

@@ -7,8 +7,6 @@ the proxy lets connections through and the server must become ready.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +15,15 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.faults.proxy import FaultProxy
-from tests.test_serve import ROOT, SUNDIAL, free_port, wait_ready
+from tests.processes import (
+    ROOT,
+    SUNDIAL,
+    assert_exited_cleanly,
+    clean_env,
+    free_port,
+    sundial_serve,
+    wait_ready,
+)
 
 WAITING = b"waiting for the database"
 
@@ -41,8 +47,7 @@ def test_serve_waits_for_a_database_that_is_still_starting(
     proxy.refuse(True)
     proxy.start()
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
-    env.update(
+    env = clean_env(
         SUNDIAL_DATABASE_URL=url.set(host="127.0.0.1", port=proxy.port).render_as_string(
             hide_password=False
         ),
@@ -51,30 +56,20 @@ def test_serve_waits_for_a_database_that_is_still_starting(
         SUNDIAL_WORKERS="1",
     )
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(SUNDIAL), "serve"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
     try:
-        wait_for_line(log, WAITING, process)
-        proxy.refuse(False)
-        wait_ready(f"http://127.0.0.1:{port}", process, log)
+        with sundial_serve(env, log) as process:
+            wait_for_line(log, WAITING, process)
+            proxy.refuse(False)
+            wait_ready(f"http://127.0.0.1:{port}", process, log)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
         proxy.stop()
-    assert process.returncode == 0, log.read_text()[-4000:]
+    assert_exited_cleanly(process, log)
 
 
 def test_serve_gives_up_with_a_clear_error_when_the_database_never_comes(
     tmp_path: Path,
 ) -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
-    env.update(
+    env = clean_env(
         SUNDIAL_DATABASE_URL=f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none",
         SUNDIAL_DATA_DIR=str(tmp_path / "data"),
         SUNDIAL_STARTUP_TIMEOUT_SECONDS="1",

@@ -25,7 +25,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.test_serve import free_port, serve
+from tests.processes import free_port
+from tests.test_serve import serve
 
 MESSAGES = 200
 VALUES = 20

@@ -12,7 +12,7 @@ import uvicorn
 
 from app.api import create_app
 from tests.api.conftest import make_settings
-from tests.test_serve import free_port
+from tests.processes import free_port
 
 START_TIMEOUT = 30.0
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from app.cli.main import main
 from app.client import Client, NewMessage
-from tests.test_serve import ROOT, SUNDIAL
+from tests.processes import ROOT, SUNDIAL
 
 
 @pytest.fixture

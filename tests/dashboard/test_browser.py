@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ import httpx
 import pytest
 
 from tests import conftest
-from tests.test_serve import free_port, wait_ready
+from tests.processes import clean_env, free_port, sundial_serve, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 SUNDIAL = Path(sys.executable).parent / "sundial"
@@ -51,33 +49,19 @@ def server(
     database = postgres.create()
     work = tmp_path_factory.mktemp("serve")
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("SUNDIAL_")}
-    env.update(
+    env = clean_env(
         SUNDIAL_DATABASE_URL=postgres.url(database),
         SUNDIAL_ADMIN_TOKEN=ADMIN,
         SUNDIAL_PORT=str(port),
         SUNDIAL_WORKERS="1",
     )
     log = work / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(SUNDIAL), "serve", "--no-migrate"],
-            cwd=work,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base, process, log)
-        yield base
+        with sundial_serve(env, log, args=["--no-migrate"], cwd=work) as process:
+            wait_ready(base, process, log)
+            yield base
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
         postgres.drop(database)
 
 

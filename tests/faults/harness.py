@@ -85,7 +85,7 @@ import psycopg
 from app.embedded import LocalCluster
 from app.store import migrate
 from tests.faults.proxy import FaultProxy
-from tests.test_serve import ROOT, SUNDIAL, free_port
+from tests.processes import ROOT, SUNDIAL, free_port
 
 # --- configuration --------------------------------------------------------------------------
 
