@@ -173,6 +173,7 @@ def driver_sql(statement: sa.TextClause) -> LiteralString:
 
 # The hot path's statements, run through ``PostgresStore._driver``.
 _ENQUEUE = driver_sql(queries.MESSAGES_ENQUEUE)
+_ENQUEUE_ONE = driver_sql(queries.MESSAGE_ENQUEUE_ONE)
 _STATES = driver_sql(queries.MESSAGES_STATES)
 _DEQUEUE_SIMPLE = driver_sql(queries.MESSAGES_DEQUEUE_SIMPLE)
 _DEQUEUE_EXCLUSIVE = driver_sql(queries.MESSAGES_DEQUEUE_EXCLUSIVE)
@@ -228,6 +229,41 @@ def retry_transient(
         raise AssertionError("unreachable")
 
     return run
+
+
+def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString, dict[str, Any]]:
+    """The enqueue statement for ``rows`` and its parameters: plain values for one message,
+    one array per column for a batch (the same statement otherwise)."""
+    if len(rows) == 1:
+        [row] = rows
+        return _ENQUEUE_ONE, {
+            "queue_id": queue.id,
+            "id": row.id,
+            "priority": row.priority,
+            "payload": row.payload.decode() if row.payload is not None else None,
+            "metadata": _json.encode(row.metadata).decode(),
+            "exclusive_value": row.exclusive_value,
+            "max_attempts": row.max_attempts,
+            "lease_seconds": row.lease_seconds,
+            "delay": row.delay_seconds,
+            "visible_at": row.visible_at,
+            "ttl": row.ttl_seconds,
+            "expires_at": row.expires_at,
+        }
+    return _ENQUEUE, {
+        "queue_id": queue.id,
+        "ids": [r.id for r in rows],
+        "priorities": [r.priority for r in rows],
+        "payloads": [r.payload.decode() if r.payload is not None else None for r in rows],
+        "metadatas": [_json.encode(r.metadata).decode() for r in rows],
+        "exclusive_values": [r.exclusive_value for r in rows],
+        "max_attempts": [r.max_attempts for r in rows],
+        "lease_seconds": [r.lease_seconds for r in rows],
+        "delays": [r.delay_seconds for r in rows],
+        "visible_ats": [r.visible_at for r in rows],
+        "ttls": [r.ttl_seconds for r in rows],
+        "expires_ats": [r.expires_at for r in rows],
+    }
 
 
 class PostgresStore:
@@ -491,23 +527,10 @@ class PostgresStore:
     @retry_transient
     async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]:
         """Insert new messages (ids unique within the batch); existing ids are reported."""
-        params = {
-            "queue_id": queue.id,
-            "ids": [r.id for r in rows],
-            "priorities": [r.priority for r in rows],
-            "payloads": [r.payload.decode() if r.payload is not None else None for r in rows],
-            "metadatas": [_json.encode(r.metadata).decode() for r in rows],
-            "exclusive_values": [r.exclusive_value for r in rows],
-            "max_attempts": [r.max_attempts for r in rows],
-            "lease_seconds": [r.lease_seconds for r in rows],
-            "delays": [r.delay_seconds for r in rows],
-            "visible_ats": [r.visible_at for r in rows],
-            "ttls": [r.ttl_seconds for r in rows],
-            "expires_ats": [r.expires_at for r in rows],
-        }
+        statement, params = _enqueue_params(queue, rows)
         async with self._driver() as driver:
             cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
-            await cursor.execute(_ENQUEUE, params)
+            await cursor.execute(statement, params)
             created = {row.id: State(row.state) for row in await cursor.fetchall() if row.id}
             existing: dict[str, State] = {}
             missing = [r.id for r in rows if r.id not in created]

@@ -106,26 +106,47 @@ QUEUE_OLDEST_PENDING_AGE: Final[TextClause] = text(
 
 # --- enqueue ----------------------------------------------------------------------------------
 
-# One statement for a whole batch: unnest() turns the column arrays into rows, in request order
-# (WITH ORDINALITY ... ORDER BY keeps seq, the tie-breaker, in that order). ON CONFLICT DO NOTHING
-# makes a repeated id a no-op, so a retried enqueue never duplicates; RETURNING lists only the
-# rows created here. When one of them is visible now and a server has consumers waiting on the
-# queue, the statement also NOTIFYs them (delivered at commit); that branch yields one row of
-# NULLs, which the caller skips.
-MESSAGES_ENQUEUE: Final[TextClause] = text(
-    f"""
-    WITH input AS (
+# One statement for a whole batch: the rows come in as ``rows`` (in request order, ``ord``
+# keeps seq, the tie-breaker, in that order). ON CONFLICT DO NOTHING makes a repeated id a
+# no-op, so a retried enqueue never duplicates; RETURNING lists only the rows created here. When
+# one of them is visible now and a server has consumers waiting on the queue, the statement also
+# NOTIFYs them (delivered at commit); that branch yields one row of NULLs, which the caller
+# skips. Two shapes share everything but where the rows come from: a batch binds one array per
+# column and unnests them; a single message binds plain values (psycopg dumps eleven arrays for
+# one row at a measurable cost, and most producers send one message per request).
+_ENQUEUE_ROWS_OF_BATCH = """
+    SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:priorities AS bigint[]),
+                         CAST(:payloads AS jsonb[]), CAST(:metadatas AS jsonb[]),
+                         CAST(:exclusive_values AS text[]), CAST(:max_attempts AS integer[]),
+                         CAST(:lease_seconds AS integer[]), CAST(:delays AS integer[]),
+                         CAST(:visible_ats AS timestamptz[]), CAST(:ttls AS integer[]),
+                         CAST(:expires_ats AS timestamptz[]))
+                  WITH ORDINALITY
+                  AS m(id, priority, payload, metadata, exclusive_value, max_attempts,
+                       lease_seconds, delay_seconds, visible_at_given, ttl_seconds, expires_at,
+                       ord)
+"""
+_ENQUEUE_ROW_OF_ONE = """
+    SELECT CAST(:id AS text) AS id, CAST(:priority AS bigint) AS priority,
+           CAST(:payload AS jsonb) AS payload, CAST(:metadata AS jsonb) AS metadata,
+           CAST(:exclusive_value AS text) AS exclusive_value,
+           CAST(:max_attempts AS integer) AS max_attempts,
+           CAST(:lease_seconds AS integer) AS lease_seconds,
+           CAST(:delay AS integer) AS delay_seconds,
+           CAST(:visible_at AS timestamptz) AS visible_at_given,
+           CAST(:ttl AS integer) AS ttl_seconds, CAST(:expires_at AS timestamptz) AS expires_at,
+           1 AS ord
+"""
+
+
+def _enqueue(rows: str) -> TextClause:
+    return text(
+        f"""
+    WITH rows AS ({rows}),
+    input AS (
         SELECT m.*, coalesce(m.visible_at_given, now() + make_interval(secs => m.delay_seconds))
                     AS visible_at
-        FROM unnest(CAST(:ids AS text[]), CAST(:priorities AS bigint[]),
-                    CAST(:payloads AS jsonb[]), CAST(:metadatas AS jsonb[]),
-                    CAST(:exclusive_values AS text[]), CAST(:max_attempts AS integer[]),
-                    CAST(:lease_seconds AS integer[]), CAST(:delays AS integer[]),
-                    CAST(:visible_ats AS timestamptz[]), CAST(:ttls AS integer[]),
-                    CAST(:expires_ats AS timestamptz[]))
-             WITH ORDINALITY
-             AS m(id, priority, payload, metadata, exclusive_value, max_attempts, lease_seconds,
-                  delay_seconds, visible_at_given, ttl_seconds, expires_at, ord)
+        FROM rows m
     ),
     inserted AS (
         INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
@@ -149,7 +170,11 @@ MESSAGES_ENQUEUE: Final[TextClause] = text(
     UNION ALL
     SELECT NULL, NULL FROM wake
     """
-)
+    )
+
+
+MESSAGES_ENQUEUE: Final[TextClause] = _enqueue(_ENQUEUE_ROWS_OF_BATCH)
+MESSAGE_ENQUEUE_ONE: Final[TextClause] = _enqueue(_ENQUEUE_ROW_OF_ONE)
 
 MESSAGES_STATES: Final[TextClause] = text(
     "SELECT id, state::text AS state FROM messages "
