@@ -231,6 +231,15 @@ def retry_transient(
     return run
 
 
+def _invalidate_on_disconnect(connection: sa.Connection, error: BaseException) -> None:
+    """What SQLAlchemy does when a statement finds its connection gone: discard it, and mark
+    every connection pooled before it stale (a restarted database broke them all), so each is
+    replaced at its next checkout. Run through ``AsyncConnection.run_sync``: closing the broken
+    connection is I/O that needs SQLAlchemy's greenlet."""
+    connection.engine.pool._invalidate(connection.connection, error)
+    connection.invalidate(error)
+
+
 def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString, dict[str, Any]]:
     """The enqueue statement for ``rows`` and its parameters: plain values for one message,
     one array per column for a batch (the same statement otherwise)."""
@@ -318,7 +327,7 @@ class PostgresStore:
             except psycopg.Error as error:
                 broken = driver.broken or driver.closed
                 if broken:
-                    self.engine.sync_engine.pool._invalidate(pooled, error)
+                    await conn.run_sync(_invalidate_on_disconnect, error)
                 translated = _translate_driver(error, broken)
                 if translated is error:
                     raise
