@@ -118,10 +118,13 @@ def _is_unique_violation(error: BaseException, constraint: str) -> bool:
     return isinstance(error, pg_errors.UniqueViolation) and error.diag.constraint_name == constraint
 
 
-def _domain_error(
-    orig: BaseException | None, *, data_error: bool, connection_error: bool
-) -> Exception | None:
-    """The core's view of a database error, or None when it is a bug that must surface."""
+def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
+    """The core's view of a database error, raised through SQLAlchemy (which wraps psycopg's
+    errors one to one, keeping the original as ``orig``) or by psycopg on the driver path;
+    errors that are bugs pass through unchanged."""
+    orig = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        connection_lost = True
     sqlstate = str(getattr(orig, "sqlstate", "") or "")
     # Class 40, transaction rollback: deadlock_detected, serialization_failure, ...
     if sqlstate.startswith("40"):
@@ -129,36 +132,14 @@ def _domain_error(
     if sqlstate == "23503":
         # foreign_key_violation: the queue (or namespace) was deleted while this request used it.
         return NotFoundError("the queue no longer exists")
-    if data_error or sqlstate.startswith("54"):
+    if isinstance(orig, psycopg.DataError) or sqlstate.startswith("54"):
         # Input PostgreSQL refuses that validation did not foresee (data exceptions, class 22;
         # program limits such as nesting depth, class 54): still the client's.
         return ValidationError("request", str(orig).splitlines()[0])
-    if connection_error:
+    if connection_lost or isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
         log.warning("database unavailable: %s", orig)
         return UnavailableError("the database is unavailable; retry later")
-    return None
-
-
-def _translate(error: sa_exc.DBAPIError) -> Exception:
-    """The core's view of an error raised through SQLAlchemy; bugs pass through unchanged."""
-    connection_error = isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)
-    translated = _domain_error(
-        error.orig,
-        data_error=isinstance(error, sa_exc.DataError),
-        connection_error=connection_error or error.connection_invalidated,
-    )
-    return translated or error
-
-
-def _translate_driver(error: psycopg.Error, broken: bool) -> Exception:
-    """The core's view of an error psycopg raised on the driver path (see ``_driver``)."""
-    translated = _domain_error(
-        error,
-        data_error=isinstance(error, psycopg.DataError),
-        connection_error=broken
-        or isinstance(error, psycopg.OperationalError | psycopg.InterfaceError),
-    )
-    return translated or error
+    return error
 
 
 _PSYCOPG = PGDialect_psycopg()  # type: ignore[no-untyped-call]
@@ -171,7 +152,8 @@ def driver_sql(statement: sa.TextClause) -> LiteralString:
     return statement.compile(dialect=_PSYCOPG).string
 
 
-# The hot path's statements, run through ``PostgresStore._driver``.
+# The hot path's statements (and every single-message transition), run through
+# ``PostgresStore._driver``.
 _ENQUEUE = driver_sql(queries.MESSAGES_ENQUEUE)
 _ENQUEUE_ONE = driver_sql(queries.MESSAGE_ENQUEUE_ONE)
 _STATES = driver_sql(queries.MESSAGES_STATES)
@@ -182,6 +164,9 @@ _FAIL_MANY = driver_sql(queries.MESSAGES_FAIL_MANY)
 _COMPLETE = driver_sql(queries.MESSAGE_COMPLETE)
 _FAIL = driver_sql(queries.MESSAGE_FAIL)
 _EXTEND = driver_sql(queries.MESSAGE_EXTEND)
+_CANCEL = driver_sql(queries.MESSAGE_CANCEL)
+_REQUEUE = driver_sql(queries.MESSAGE_REQUEUE)
+_UPDATE = driver_sql(queries.MESSAGE_UPDATE)
 
 
 def _encode_cursor(values: Sequence[int]) -> str:
@@ -311,8 +296,9 @@ class PostgresStore:
     async def _driver(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """The psycopg connection of a pooled connection, in autocommit, for the hot path.
 
-        Enqueue, dequeue, complete, fail, extend and batch ack run their statements on the
-        driver connection that SQLAlchemy pools, skipping its execution layer (statement cache
+        Enqueue, dequeue, batch ack and every single-message transition (complete, fail,
+        extend, cancel, requeue, update) run their statements on the driver connection that
+        SQLAlchemy pools, skipping its execution layer (statement cache
         lookup, result metadata, the greenlet hop): about a third of the CPU of a one-message
         enqueue. The SQL is the same (:func:`driver_sql`). Errors are translated as on the
         SQLAlchemy path, and a connection found broken is handled as SQLAlchemy handles a
@@ -328,7 +314,7 @@ class PostgresStore:
                 broken = driver.broken or driver.closed
                 if broken:
                     await conn.run_sync(_invalidate_on_disconnect, error)
-                translated = _translate_driver(error, broken)
+                translated = _translate(error, connection_lost=broken)
                 if translated is error:
                     raise
                 raise translated from error
@@ -651,29 +637,23 @@ class PostgresStore:
     @retry_transient
     async def _transition(
         self,
-        stmt: sa.TextClause | LiteralString,
+        statement: LiteralString,
         queue: Queue,
         message_id: str,
         event: Event,
         **params: Any,
     ) -> Message | None:
-        """Run one guarded transition; None when the guard matched no row. A statement given
-        compiled (:func:`driver_sql`) runs on the driver path, like the rest of the hot path."""
+        """Run one guarded transition; None when the guard matched no row."""
         bound = {
             **_queue_params(queue),
             "id": message_id,
             "from_states": allowed_from(event),
             **params,
         }
-        row: RowMapping | Mapping[str, Any] | None
-        if isinstance(stmt, str):
-            async with self._driver() as driver:
-                cursor = driver.cursor(row_factory=dict_row)
-                await cursor.execute(stmt, bound)
-                row = await cursor.fetchone()
-        else:
-            async with self._transaction() as conn:
-                row = (await conn.execute(stmt, bound)).mappings().first()
+        async with self._driver() as driver:
+            cursor = driver.cursor(row_factory=dict_row)
+            await cursor.execute(statement, bound)
+            row = await cursor.fetchone()
         return _message_from_row(row) if row is not None else None
 
     async def complete(self, queue: Queue, message_id: str, lease_id: str | None) -> Message | None:
@@ -724,7 +704,7 @@ class PostgresStore:
     ) -> Message | None:
         """live -> canceled (a running message needs its lease or force)."""
         return await self._transition(
-            queries.MESSAGE_CANCEL,
+            _CANCEL,
             queue,
             message_id,
             Event.CANCEL,
@@ -736,7 +716,7 @@ class PostgresStore:
     async def requeue(self, queue: Queue, message_id: str, delay_seconds: int) -> Message | None:
         """errored/canceled -> pending (or invisible for a delay), attempts reset."""
         return await self._transition(
-            queries.MESSAGE_REQUEUE, queue, message_id, Event.REQUEUE, delay=delay_seconds
+            _REQUEUE, queue, message_id, Event.REQUEUE, delay=delay_seconds
         )
 
     async def update_message(
@@ -744,7 +724,7 @@ class PostgresStore:
     ) -> Message | None:
         """Change a waiting (invisible or pending) message."""
         return await self._transition(
-            queries.MESSAGE_UPDATE,
+            _UPDATE,
             queue,
             message_id,
             Event.UPDATE,
