@@ -244,6 +244,14 @@ def test_queue_create_exclusive(cli: Invoke) -> None:
     assert ok(cli("queue", "show", "alpha/orders"))["queue"]["config"]["kind"] == "exclusive"
 
 
+def test_queue_create_with_a_filter_key(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    created = ok(cli("queue", "create", "alpha/per-tenant", "--filter-key", "tenant"))
+    assert created["queue"]["config"]["filter_key"] == "tenant"
+    assert created["queue"]["config"]["kind"] == "simple"
+    assert "Error: conflict: " in failed(cli("queue", "create", "alpha/per-tenant"))
+
+
 def test_queue_pause_and_resume(cli: Invoke) -> None:
     ok(cli("namespace", "create", "alpha"))
     ok(cli("queue", "create", "alpha/jobs"))

@@ -132,6 +132,7 @@ class QueuePut(In):
 
     kind: QueueKind = _DEFAULTS.kind
     exclusive_key: str | None = _DEFAULTS.exclusive_key
+    filter_key: str | None = _DEFAULTS.filter_key
     lease_seconds: int = _DEFAULTS.lease_seconds
     delay_seconds: int = _DEFAULTS.delay_seconds
     max_attempts: int = _DEFAULTS.max_attempts
@@ -147,11 +148,12 @@ class QueuePut(In):
 
 
 class QueuePatch(In):
-    """``PATCH …/queues/{queue}``: only the fields given change (``kind`` and
-    ``exclusive_key`` are accepted here only to be refused with a clear error)."""
+    """``PATCH …/queues/{queue}``: only the fields given change (``kind``, ``exclusive_key``
+    and ``filter_key`` are accepted here only to be refused with a clear error)."""
 
     kind: str | UnsetType = UNSET
     exclusive_key: str | UnsetType | None = UNSET
+    filter_key: str | UnsetType | None = UNSET
     lease_seconds: int | UnsetType = UNSET
     delay_seconds: int | UnsetType = UNSET
     max_attempts: int | UnsetType = UNSET
@@ -177,6 +179,7 @@ class QueueOut(Out):
     namespace: str
     kind: str
     exclusive_key: str | None
+    filter_key: str | None
     lease_seconds: int
     delay_seconds: int
     max_attempts: int

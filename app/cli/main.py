@@ -270,6 +270,10 @@ def queue() -> None:
 @queue.command("create")
 @click.argument("queue_path", metavar="NAMESPACE/QUEUE")
 @click.option("--exclusive-key", help="Make an exclusive queue keyed on this metadata key.")
+@click.option(
+    "--filter-key",
+    help="Index this metadata key's value for filtered dequeues (fixed at creation).",
+)
 @click.option("--lease-seconds", type=int, default=30, show_default=True)
 @click.option("--max-attempts", type=int, default=3, show_default=True)
 @click.option("--delay-seconds", type=int, default=0, show_default=True)
@@ -278,6 +282,7 @@ def queue() -> None:
 def queue_create(
     queue_path: str,
     exclusive_key: str | None,
+    filter_key: str | None,
     lease_seconds: int,
     max_attempts: int,
     delay_seconds: int,
@@ -289,6 +294,7 @@ def queue_create(
     config = QueueConfig(
         kind="exclusive" if exclusive_key else "simple",
         exclusive_key=exclusive_key,
+        filter_key=filter_key,
         lease_seconds=lease_seconds,
         max_attempts=max_attempts,
         delay_seconds=delay_seconds,

@@ -48,6 +48,7 @@ class Queue(Model, frozen=True, kw_only=True):
     namespace: str
     kind: str
     exclusive_key: str | None
+    filter_key: str | None = None  # older servers do not send it
     lease_seconds: int
     delay_seconds: int
     max_attempts: int

@@ -25,8 +25,10 @@ REQUEST_ID = "sundial.request_id"
 """Metadata key of a reply: the id of the request it answers."""
 REPLY_TTL_SECONDS = 3600
 """How long a reply nobody collects stays pending before it expires."""
-REPLY_QUEUE_CONFIG = {"retention_seconds": 3600, "max_attempts": 1000}
-"""Configuration of a reply queue created by the caller."""
+REPLY_QUEUE_CONFIG = {"retention_seconds": 3600, "max_attempts": 1000, "filter_key": REQUEST_ID}
+"""Configuration of a reply queue created by the caller. Callers wait for their own reply with a
+filter on ``sundial.request_id``: the filter key indexes it, so finding one reply among many
+waiting ones does not test them one by one."""
 
 
 def reply_queue(queue: str) -> str:

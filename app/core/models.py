@@ -21,6 +21,7 @@ class QueueConfig:
 
     kind: QueueKind = "simple"
     exclusive_key: str | None = None
+    filter_key: str | None = None
     lease_seconds: int = 30
     delay_seconds: int = 0
     max_attempts: int = 3
@@ -31,7 +32,8 @@ class QueueConfig:
     dequeue_paused: bool = False
 
 
-# Fields that PATCH may change; kind and exclusive_key are fixed at creation.
+# Fields that PATCH may change; kind, exclusive_key and filter_key are fixed at creation (the
+# stored messages' exclusive and filter values were extracted with them).
 MUTABLE_QUEUE_FIELDS = frozenset(
     {
         "lease_seconds",
@@ -44,7 +46,7 @@ MUTABLE_QUEUE_FIELDS = frozenset(
         "dequeue_paused",
     }
 )
-IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key"})
+IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key", "filter_key"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,8 @@ class QueueService:
     async def put_queue(self, namespace: str, name: str, config: QueueConfig) -> tuple[Queue, bool]:
         """Create a queue, or bring an existing one to ``config``; returns (queue, created).
 
-        ``kind`` and ``exclusive_key`` are fixed at creation: changing them is a ConflictError.
+        ``kind``, ``exclusive_key`` and ``filter_key`` are fixed at creation: changing them is a
+        ConflictError.
         """
         validation.name("queue", name)
         validation.queue_config(config)
@@ -216,14 +217,16 @@ class QueueService:
         if created is not None:
             return created, True
         existing = await self.get_queue_or_404(namespace, name)
-        if (existing.config.kind, existing.config.exclusive_key) != (
+        fixed = existing.config
+        if (fixed.kind, fixed.exclusive_key, fixed.filter_key) != (
             config.kind,
             config.exclusive_key,
+            config.filter_key,
         ):
             raise ConflictError(
-                f"queue {namespace}/{name} exists as {existing.config.kind}"
-                f" (exclusive_key={existing.config.exclusive_key!r});"
-                " kind and exclusive_key cannot change",
+                f"queue {namespace}/{name} exists as {fixed.kind}"
+                f" (exclusive_key={fixed.exclusive_key!r}, filter_key={fixed.filter_key!r});"
+                " kind, exclusive_key and filter_key cannot change",
                 queue=name,
             )
         if existing.config == config:

@@ -218,6 +218,10 @@ def queue_config(config: QueueConfig) -> QueueConfig:
         text("exclusive_key", config.exclusive_key, MAX_METADATA_KEY)
     elif config.exclusive_key is not None:
         raise ValidationError("exclusive_key", "is only allowed for an exclusive queue")
+    if config.filter_key is not None:
+        if not config.filter_key:
+            raise ValidationError("filter_key", "must not be empty")
+        text("filter_key", config.filter_key, MAX_METADATA_KEY)
     for key, (low, high) in _CONFIG_BOUNDS.items():
         integer(key, getattr(config, key), low, high)
     return config

@@ -157,15 +157,17 @@ ENQUEUE_COPY: Final = """
 # overrides: priority defaults to now() in milliseconds, the queue's delay_seconds makes the
 # message invisible until visible_at, max_attempts and lease_seconds stay NULL (the queue's
 # current setting), and an id that exists already is left alone (ON CONFLICT DO NOTHING).
-# seq follows the input order (ORDER BY ord). Returns how many messages were created.
+# seq follows the input order (ORDER BY ord); filter_value is the metadata's value of the
+# queue's filter_key, read from the (locked) queue row. Returns how many messages were created.
 ENQUEUE_INSERT: Final = """
     WITH inserted AS (
         INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
-                              visible_at)
+                              filter_value, visible_at)
         SELECT %(queue_id)s, s.id,
                coalesce(s.priority, (extract(epoch FROM now()) * 1000)::bigint),
                CASE WHEN %(delay)s > 0 THEN 'invisible' ELSE 'pending' END::message_state,
                s.payload::jsonb, s.metadata::jsonb, s.exclusive_value,
+               s.metadata::jsonb ->> (SELECT filter_key FROM queues WHERE id = %(queue_id)s),
                now() + make_interval(secs => %(delay)s)
         FROM enqueue_stage s ORDER BY s.ord
         ON CONFLICT (queue_id, id) DO NOTHING

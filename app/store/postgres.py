@@ -64,6 +64,7 @@ def _queue_from_row(row: RowMapping) -> Queue:
         config=QueueConfig(
             kind=row["kind"],
             exclusive_key=row["exclusive_key"],
+            filter_key=row["filter_key"],
             lease_seconds=row["lease_seconds"],
             delay_seconds=row["delay_seconds"],
             max_attempts=row["max_attempts"],
@@ -159,6 +160,8 @@ _ENQUEUE_ONE = driver_sql(queries.MESSAGE_ENQUEUE_ONE)
 _STATES = driver_sql(queries.MESSAGES_STATES)
 _DEQUEUE_SIMPLE = driver_sql(queries.MESSAGES_DEQUEUE_SIMPLE)
 _DEQUEUE_EXCLUSIVE = driver_sql(queries.MESSAGES_DEQUEUE_EXCLUSIVE)
+_DEQUEUE_SIMPLE_KEYED = driver_sql(queries.MESSAGES_DEQUEUE_SIMPLE_KEYED)
+_DEQUEUE_EXCLUSIVE_KEYED = driver_sql(queries.MESSAGES_DEQUEUE_EXCLUSIVE_KEYED)
 _COMPLETE_MANY = driver_sql(queries.MESSAGES_COMPLETE_MANY)
 _FAIL_MANY = driver_sql(queries.MESSAGES_FAIL_MANY)
 _COMPLETE = driver_sql(queries.MESSAGE_COMPLETE)
@@ -232,6 +235,7 @@ def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString
         [row] = rows
         return _ENQUEUE_ONE, {
             "queue_id": queue.id,
+            "filter_key": queue.config.filter_key,
             "id": row.id,
             "priority": row.priority,
             "payload": row.payload.decode() if row.payload is not None else None,
@@ -246,6 +250,7 @@ def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString
         }
     return _ENQUEUE, {
         "queue_id": queue.id,
+        "filter_key": queue.config.filter_key,
         "ids": [r.id for r in rows],
         "priorities": [r.priority for r in rows],
         "payloads": [r.payload.decode() if r.payload is not None else None for r in rows],
@@ -547,7 +552,9 @@ class PostgresStore:
         """Lease up to ``count`` messages (fewer, or none, when fewer are ready)."""
         if queue.config.kind != "exclusive":
             params = self._claim_params(queue, count, lease_seconds, metadata)
-            rows = await self._driver_rows(_DEQUEUE_SIMPLE, params)
+            keyed = params["filter_value"] is not None
+            statement = _DEQUEUE_SIMPLE_KEYED if keyed else _DEQUEUE_SIMPLE
+            rows = await self._driver_rows(statement, params)
         else:
             rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
         ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
@@ -569,12 +576,15 @@ class PostgresStore:
     def _claim_params(
         queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
     ) -> dict[str, Any]:
+        key = queue.config.filter_key
         return {
             "queue_id": queue.id,
             "count": count,
             # Exclusive queues look further ahead: several candidates may share a value.
             "scan": min(count * 4, EXCLUSIVE_SCAN_MAX),
             "filter": _json.encode(metadata).decode(),
+            # A filter on the queue's filter_key takes the index of that key's values.
+            "filter_value": metadata.get(key) if key is not None else None,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
         }
@@ -607,7 +617,9 @@ class PostgresStore:
     async def _claim_exclusive_round(self, queue: Queue, params: Mapping[str, Any]) -> list[Any]:
         for attempt in range(EXCLUSIVE_CLAIM_RETRIES):
             try:
-                return await self._driver_rows(_DEQUEUE_EXCLUSIVE, params)
+                keyed = params["filter_value"] is not None
+                statement = _DEQUEUE_EXCLUSIVE_KEYED if keyed else _DEQUEUE_EXCLUSIVE
+                return await self._driver_rows(statement, params)
             except pg_errors.UniqueViolation as error:
                 # Lost a race for an exclusive value to another consumer: the unique index
                 # refused the second lease, nothing was changed; claim again.
@@ -734,6 +746,7 @@ class PostgresStore:
             if changes.metadata is not None
             else None,
             exclusive_key=queue.config.exclusive_key,
+            filter_key=queue.config.filter_key,
             visible_at=changes.visible_at,
         )
 

@@ -63,10 +63,11 @@ QUEUE_GET: Final[TextClause] = text(
 
 QUEUE_INSERT: Final[TextClause] = text(
     """
-    INSERT INTO queues (namespace, name, kind, exclusive_key, lease_seconds, delay_seconds,
-                        max_attempts, retry_delay_seconds, retry_delay_max_seconds,
-                        retention_seconds, enqueue_paused, dequeue_paused)
-    SELECT :namespace, :name, :kind, :exclusive_key, :lease_seconds, :delay_seconds,
+    INSERT INTO queues (namespace, name, kind, exclusive_key, filter_key, lease_seconds,
+                        delay_seconds, max_attempts, retry_delay_seconds,
+                        retry_delay_max_seconds, retention_seconds, enqueue_paused,
+                        dequeue_paused)
+    SELECT :namespace, :name, :kind, :exclusive_key, :filter_key, :lease_seconds, :delay_seconds,
            :max_attempts, :retry_delay_seconds, :retry_delay_max_seconds,
            :retention_seconds, :enqueue_paused, :dequeue_paused
     WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = :namespace)
@@ -114,6 +115,8 @@ QUEUE_OLDEST_PENDING_AGE: Final[TextClause] = text(
 # skips. Two shapes share everything but where the rows come from: a batch binds one array per
 # column and unnests them; a single message binds plain values (psycopg dumps eleven arrays for
 # one row at a measurable cost, and most producers send one message per request).
+# ``filter_value`` is extracted here from the queue's :filter_key (NULL when the queue has none:
+# ``->>`` with a NULL key is NULL), so no insert path can forget it.
 _ENQUEUE_ROWS_OF_BATCH = """
     SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:priorities AS bigint[]),
                          CAST(:payloads AS jsonb[]), CAST(:metadatas AS jsonb[]),
@@ -150,12 +153,13 @@ def _enqueue(rows: str) -> TextClause:
     ),
     inserted AS (
         INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
-                              max_attempts, lease_seconds, visible_at, expires_at)
+                              filter_value, max_attempts, lease_seconds, visible_at, expires_at)
         SELECT CAST(:queue_id AS bigint), id,
                coalesce(priority, (extract(epoch FROM now()) * 1000)::bigint),
                CASE WHEN visible_at > now() THEN 'invisible' ELSE 'pending' END::message_state,
                coalesce(payload, 'null'::jsonb), coalesce(metadata, '{{}}'::jsonb),
-               exclusive_value, max_attempts, lease_seconds, visible_at,
+               exclusive_value, metadata ->> CAST(:filter_key AS text),
+               max_attempts, lease_seconds, visible_at,
                coalesce(expires_at, now() + make_interval(secs => ttl_seconds))
         FROM input ORDER BY ord
         ON CONFLICT (queue_id, id) DO NOTHING
@@ -191,11 +195,21 @@ MESSAGES_STATES: Final[TextClause] = text(
 #          promoted yet (found through messages_invisible_idx; few, so ranking them by
 #          priority is cheap), so a due message never waits for its tick.
 # MATERIALIZED fences the candidate set: the ranking runs once, not once per updated row.
-_DEQUEUE_SIMPLE = """
+#
+# A metadata filter is tested row by row on that walk, which is cheap while matches are common
+# but walks past every non-matching message ahead of a rare value's first match. When the filter
+# names the queue's filter_key, the keyed form adds ``filter_value = :filter_value``: the ready
+# source then walks messages_filter_pending_idx (queue_id, filter_value, priority, seq), which
+# holds exactly that value's ready messages in order, and stops at the first unlocked ones.
+_KEYED = "AND filter_value = CAST(:filter_value AS text)"
+
+
+def _dequeue_simple(keyed: str) -> str:
+    return f"""
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT id, priority, seq FROM messages
-        WHERE queue_id = :queue_id AND state = 'pending'
+        WHERE queue_id = :queue_id AND state = 'pending' {keyed}
           AND metadata @> CAST(:filter AS jsonb)
           AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority, seq
@@ -218,6 +232,7 @@ picked AS (
 )
 """
 
+
 # Exclusive queues add two rules: skip messages whose exclusive value already has a running
 # message (NOT EXISTS probes messages_running_exclusive_uidx), and take at most one message per
 # value from this batch (DISTINCT ON). Two consumers racing for the same idle value can still both
@@ -227,11 +242,12 @@ picked AS (
 # comes back short although other values may wait further on. Every leased row therefore carries
 # ``scanned``, the candidates looked at: when it reached :scan the store claims again for the
 # rest (the values just leased are running by then, so NOT EXISTS passes over them).
-_DEQUEUE_EXCLUSIVE = """
+def _dequeue_exclusive(keyed: str) -> str:
+    return f"""
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT id, priority, seq, exclusive_value FROM messages c
-        WHERE queue_id = :queue_id AND state = 'pending'
+        WHERE queue_id = :queue_id AND state = 'pending' {keyed}
           AND metadata @> CAST(:filter AS jsonb)
           AND (expires_at IS NULL OR expires_at > now())
           AND NOT EXISTS (
@@ -273,6 +289,7 @@ picked AS (
 )
 """
 
+
 # The lease: attempts + 1, a fresh random lease_id (the fencing token), and an expiry from the
 # request's lease_seconds, else the message's override, else the queue's default.
 _DEQUEUE_GRANT = """
@@ -292,8 +309,12 @@ RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.
           m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, picked.scanned
 """
 
-MESSAGES_DEQUEUE_SIMPLE: Final[TextClause] = text(_DEQUEUE_SIMPLE + _DEQUEUE_GRANT)
-MESSAGES_DEQUEUE_EXCLUSIVE: Final[TextClause] = text(_DEQUEUE_EXCLUSIVE + _DEQUEUE_GRANT)
+MESSAGES_DEQUEUE_SIMPLE: Final[TextClause] = text(_dequeue_simple("") + _DEQUEUE_GRANT)
+MESSAGES_DEQUEUE_EXCLUSIVE: Final[TextClause] = text(_dequeue_exclusive("") + _DEQUEUE_GRANT)
+MESSAGES_DEQUEUE_SIMPLE_KEYED: Final[TextClause] = text(_dequeue_simple(_KEYED) + _DEQUEUE_GRANT)
+MESSAGES_DEQUEUE_EXCLUSIVE_KEYED: Final[TextClause] = text(
+    _dequeue_exclusive(_KEYED) + _DEQUEUE_GRANT
+)
 
 # --- per-message transitions ------------------------------------------------------------------
 
@@ -432,7 +453,7 @@ MESSAGES_REQUEUE: Final[TextClause] = text(
 )
 
 # PATCH of a waiting message. Moving visible_at moves it between invisible and pending; in an
-# exclusive queue the exclusive value follows the metadata.
+# exclusive queue the exclusive value follows the metadata, and so does the filter value.
 MESSAGE_UPDATE: Final[TextClause] = text(
     _waking(
         f"""
@@ -443,6 +464,8 @@ MESSAGE_UPDATE: Final[TextClause] = text(
         exclusive_value = CASE WHEN CAST(:exclusive_key AS text) IS NULL THEN m.exclusive_value
                                ELSE coalesce(CAST(:metadata AS jsonb), m.metadata)
                                     ->> CAST(:exclusive_key AS text) END,
+        filter_value = coalesce(CAST(:metadata AS jsonb), m.metadata)
+                       ->> CAST(:filter_key AS text),
         visible_at = coalesce(CAST(:visible_at AS timestamptz), m.visible_at),
         state = CASE WHEN coalesce(CAST(:visible_at AS timestamptz), m.visible_at) > now()
                      THEN 'invisible' ELSE 'pending' END::message_state,

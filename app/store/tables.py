@@ -64,6 +64,8 @@ queues = sa.Table(
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("exclusive_key", sa.Text),
+    # The metadata key whose value is indexed for filtered dequeues (messages.filter_value).
+    sa.Column("filter_key", sa.Text),
     sa.Column("lease_seconds", sa.Integer, nullable=False),
     sa.Column("delay_seconds", sa.Integer, nullable=False),
     sa.Column("max_attempts", sa.Integer, nullable=False),
@@ -99,6 +101,8 @@ messages = sa.Table(
     sa.Column("payload", pg.JSONB, nullable=False, server_default=sa.text("'null'::jsonb")),
     sa.Column("metadata", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
     sa.Column("exclusive_value", sa.Text),
+    # metadata ->> the queue's filter_key (NULL when the queue has none or the key is absent).
+    sa.Column("filter_value", sa.Text),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     # Per-message overrides; NULL means "the queue's current setting".
     sa.Column("max_attempts", sa.Integer),
@@ -125,6 +129,16 @@ messages = sa.Table(
         "priority",
         "seq",
         postgresql_where=sa.text("state = 'pending'"),
+    ),
+    # Filtered dequeue on the queue's filter_key: the matches of one value in (priority, seq)
+    # order. Messages without a filter value stay out, so other queues' writes never touch it.
+    sa.Index(
+        "messages_filter_pending_idx",
+        "queue_id",
+        "filter_value",
+        "priority",
+        "seq",
+        postgresql_where=sa.text("state = 'pending' AND filter_value IS NOT NULL"),
     ),
     # Scheduler promotion, and dequeue's look for due messages not promoted yet.
     sa.Index(

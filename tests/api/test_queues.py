@@ -9,6 +9,7 @@ STATES = {"invisible", "pending", "running", "completed", "canceled", "errored"}
 CONFIG = {
     "kind": "simple",
     "exclusive_key": None,
+    "filter_key": None,
     "lease_seconds": 30,
     "delay_seconds": 0,
     "max_attempts": 3,
@@ -48,6 +49,13 @@ async def test_put_cannot_change_kind_or_key(alpha: Caller) -> None:
     await alpha.put(f"{BASE}/x", json={"kind": "exclusive", "exclusive_key": "p"})
     response = await alpha.put(f"{BASE}/x", json={"kind": "exclusive", "exclusive_key": "other"})
     assert_error(response, 409, "conflict")
+    await alpha.put(f"{BASE}/f", json={"filter_key": "tenant"})
+    for changed in ({}, {"filter_key": "region"}):
+        response = await alpha.put(f"{BASE}/f", json=changed)
+        assert_error(response, 409, "conflict")
+    response = await alpha.patch(f"{BASE}/f", json={"filter_key": "region"})
+    assert_error(response, 400, "validation_error", "filter_key")
+    assert (await alpha.get(f"{BASE}/f")).json()["filter_key"] == "tenant"
 
 
 async def test_put_validation(alpha: Caller) -> None:
@@ -61,6 +69,10 @@ async def test_put_validation(alpha: Caller) -> None:
     assert_error(response, 400, "validation_error", "lease_seconds")
     response = await alpha.put(f"{BASE}/q", json={"enqueue_paused": 1})
     assert_error(response, 400, "validation_error", "enqueue_paused")
+    response = await alpha.put(f"{BASE}/q", json={"filter_key": ""})
+    assert_error(response, 400, "validation_error", "filter_key")
+    response = await alpha.put(f"{BASE}/q", json={"filter_key": "k" * 65})
+    assert_error(response, 400, "validation_error", "filter_key")
     response = await alpha.put(f"{BASE}/q", json={"color": "red"})
     assert_error(response, 400, "validation_error", "color")
     response = await alpha.put(f"{BASE}/bad name!", json={})

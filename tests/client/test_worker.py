@@ -166,6 +166,7 @@ async def test_call_round_trips_through_a_worker(
     replies = await aclient.get_queue(q + ".replies")
     assert replies.counts["completed"] == 2
     assert replies.counts["pending"] == 0
+    assert replies.filter_key == "sundial.request_id"  # each caller's wait reads an index
 
 
 async def test_call_reports_a_handler_that_fails_for_good(q: str, aclient: AsyncClient) -> None:

@@ -76,7 +76,7 @@ def _messages(db, queue_name):
 def test_csv_into_an_exclusive_queue_with_duplicates_and_bad_rows(
     spark, db, database_url, tmp_path
 ):
-    _make_queue(db, "builds", exclusive_key="project")
+    _make_queue(db, "builds", exclusive_key="project", filter_key="project")
     # One id is in the queue already, with other contents: it must stay untouched.
     db.execute(
         "INSERT INTO messages (queue_id, id, priority, state, payload, metadata,"
@@ -140,6 +140,11 @@ def test_csv_into_an_exclusive_queue_with_duplicates_and_bad_rows(
         "p7",
     )
     assert (max_attempts, lease) == (None, None)  # the queue's current settings apply
+    # The queue's filter_key is indexed for filtered dequeues, as the API's enqueue does.
+    filter_values = db.execute(
+        "SELECT id, filter_value FROM messages WHERE id IN ('row-7', 'row-3')"
+    ).fetchall()
+    assert dict(filter_values) == {"row-7": "p7", "row-3": None}  # row-3 was inserted raw
 
     # Rerun: nothing new, everything already present.
     again, _ = _run(spark, database_url, tmp_path, "builds", source, columns)
