@@ -162,6 +162,16 @@ def children_cpu() -> float:
 
 
 @dataclass
+def _with_literals(script: Path, defines: dict[str, Any], directory: Path) -> Path:
+    """A copy of ``script`` in ``directory`` with ``@NAME@`` replaced by each define's value."""
+    text = script.read_text()
+    for key, value in defines.items():
+        text = text.replace(f"@{key.upper()}@", str(int(value)))
+    copy = directory / script.name
+    copy.write_text(text)
+    return copy
+
+
 class Environment:
     """A temp dir with a private durable PostgreSQL and one Sundial server on it."""
 
@@ -344,7 +354,10 @@ class Environment:
         seconds: float | None = None,
         transactions: int | None = None,
     ) -> dict[str, Any]:
-        """Run pgbench (prepared mode) with one of bench/pgbench/*.sql; tps, latencies, CPU."""
+        """Run pgbench (prepared mode) with one of bench/pgbench/*.sql; tps, latencies, CPU.
+
+        Each define is passed as a pgbench variable (``:name``, a bound parameter in prepared
+        mode) and also written where ``@NAME@`` stands in the script (a literal)."""
         assert self.cluster is not None
         assert self.server is not None
         bindir = find_postgres_bindir()
@@ -366,7 +379,7 @@ class Environment:
             str(min(clients, os.cpu_count() or 2)),
             *(["-t", str(transactions)] if transactions else ["-T", str(round(seconds or 1))]),
             "-f",
-            str(BENCH / "pgbench" / script),
+            str(_with_literals(BENCH / "pgbench" / script, defines, logdir)),
             "-l",
             "--log-prefix",
             str(logdir / "log"),

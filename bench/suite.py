@@ -422,17 +422,13 @@ def explain_claim(
     filter_key)."""
     from app.store import queries
 
-    statements = {
-        (False, False): queries.MESSAGES_DEQUEUE_SIMPLE,
-        (False, True): queries.MESSAGES_DEQUEUE_SIMPLE_KEYED,
-        (True, False): queries.MESSAGES_DEQUEUE_EXCLUSIVE,
-        (True, True): queries.MESSAGES_DEQUEUE_EXCLUSIVE_KEYED,
-    }
-    sql = statements[exclusive, filter_value is not None].text
+    keyed = filter_value is not None
+    filtered = filt != "{}" and not keyed  # a filter of the key alone is the keyed form
+    sql = queries.messages_dequeue(
+        count=count, exclusive=exclusive, keyed=keyed, filtered=filtered
+    ).text
     binds = {
         "queue_id": str(queue_id),
-        "count": str(count),
-        "scan": str(min(count * 4, 400)),
         "filter": f"'{filt}'",
         "filter_value": f"'{filter_value}'" if filter_value is not None else "NULL",
         "lease_override": "NULL",

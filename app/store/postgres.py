@@ -50,8 +50,6 @@ log = logging.getLogger("sundial.store")
 # How often a dequeue on an exclusive queue is retried after losing a race for an exclusive
 # value (unique_violation on messages_running_exclusive_uidx).
 EXCLUSIVE_CLAIM_RETRIES = 20
-# The most candidates one claim round on an exclusive queue looks at (4 per wanted message).
-EXCLUSIVE_SCAN_MAX = 400
 
 _json = msgspec.json.Encoder()
 
@@ -158,10 +156,6 @@ def driver_sql(statement: sa.TextClause) -> LiteralString:
 _ENQUEUE = driver_sql(queries.MESSAGES_ENQUEUE)
 _ENQUEUE_ONE = driver_sql(queries.MESSAGE_ENQUEUE_ONE)
 _STATES = driver_sql(queries.MESSAGES_STATES)
-_DEQUEUE_SIMPLE = driver_sql(queries.MESSAGES_DEQUEUE_SIMPLE)
-_DEQUEUE_EXCLUSIVE = driver_sql(queries.MESSAGES_DEQUEUE_EXCLUSIVE)
-_DEQUEUE_SIMPLE_KEYED = driver_sql(queries.MESSAGES_DEQUEUE_SIMPLE_KEYED)
-_DEQUEUE_EXCLUSIVE_KEYED = driver_sql(queries.MESSAGES_DEQUEUE_EXCLUSIVE_KEYED)
 _COMPLETE_MANY = driver_sql(queries.MESSAGES_COMPLETE_MANY)
 _FAIL_MANY = driver_sql(queries.MESSAGES_FAIL_MANY)
 _COMPLETE = driver_sql(queries.MESSAGE_COMPLETE)
@@ -170,6 +164,15 @@ _EXTEND = driver_sql(queries.MESSAGE_EXTEND)
 _CANCEL = driver_sql(queries.MESSAGE_CANCEL)
 _REQUEUE = driver_sql(queries.MESSAGE_REQUEUE)
 _UPDATE = driver_sql(queries.MESSAGE_UPDATE)
+
+
+@functools.cache
+def _claim_sql(count: int, *, exclusive: bool, keyed: bool, filtered: bool) -> LiteralString:
+    """A claim statement as the driver runs it, compiled once per variant and count."""
+    claim = queries.messages_dequeue(
+        count=count, exclusive=exclusive, keyed=keyed, filtered=filtered
+    )
+    return driver_sql(claim)
 
 
 def _encode_cursor(values: Sequence[int]) -> str:
@@ -551,10 +554,7 @@ class PostgresStore:
     ) -> list[LeasedMessage]:
         """Lease up to ``count`` messages (fewer, or none, when fewer are ready)."""
         if queue.config.kind != "exclusive":
-            params = self._claim_params(queue, count, lease_seconds, metadata)
-            keyed = params["filter_value"] is not None
-            statement = _DEQUEUE_SIMPLE_KEYED if keyed else _DEQUEUE_SIMPLE
-            rows = await self._driver_rows(statement, params)
+            rows = await self._driver_rows(*self._claim(queue, count, lease_seconds, metadata))
         else:
             rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
         ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
@@ -573,18 +573,25 @@ class PostgresStore:
         ]
 
     @staticmethod
-    def _claim_params(
+    def _claim(
         queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
-    ) -> dict[str, Any]:
+    ) -> tuple[LiteralString, dict[str, Any]]:
+        """The claim statement for this queue and request, and its parameters."""
         key = queue.config.filter_key
-        return {
+        # A filter on the queue's filter_key takes the index of that key's values; the other
+        # pairs, if any, are tested on the rows it reads.
+        value = metadata.get(key) if key is not None else None
+        others = len(metadata) - (value is not None)
+        statement = _claim_sql(
+            count,
+            exclusive=queue.config.kind == "exclusive",
+            keyed=value is not None,
+            filtered=others > 0,
+        )
+        return statement, {
             "queue_id": queue.id,
-            "count": count,
-            # Exclusive queues look further ahead: several candidates may share a value.
-            "scan": min(count * 4, EXCLUSIVE_SCAN_MAX),
             "filter": _json.encode(metadata).decode(),
-            # A filter on the queue's filter_key takes the index of that key's values.
-            "filter_value": metadata.get(key) if key is not None else None,
+            "filter_value": value,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
         }
@@ -601,24 +608,25 @@ class PostgresStore:
         """
         leased: list[Any] = []
         while len(leased) < count:
-            params = self._claim_params(queue, count - len(leased), lease_seconds, metadata)
+            wanted = count - len(leased)
+            claim = self._claim(queue, wanted, lease_seconds, metadata)
             try:
-                rows = await self._claim_exclusive_round(queue, params)
+                rows = await self._claim_exclusive_round(queue, *claim)
             except UnavailableError:
                 if not leased:
                     raise
                 log.warning("exclusive claim round failed; returning %d leases", len(leased))
                 break
             leased.extend(rows)
-            if not rows or rows[0].scanned < params["scan"]:
+            if not rows or rows[0].scanned < queries.exclusive_scan(wanted):
                 break  # nothing more to take, or every candidate was seen
         return leased
 
-    async def _claim_exclusive_round(self, queue: Queue, params: Mapping[str, Any]) -> list[Any]:
+    async def _claim_exclusive_round(
+        self, queue: Queue, statement: LiteralString, params: Mapping[str, Any]
+    ) -> list[Any]:
         for attempt in range(EXCLUSIVE_CLAIM_RETRIES):
             try:
-                keyed = params["filter_value"] is not None
-                statement = _DEQUEUE_EXCLUSIVE_KEYED if keyed else _DEQUEUE_EXCLUSIVE
                 return await self._driver_rows(statement, params)
             except pg_errors.UniqueViolation as error:
                 # Lost a race for an exclusive value to another consumer: the unique index

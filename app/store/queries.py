@@ -8,6 +8,7 @@ Bind parameters use SQLAlchemy's ``:name`` form; casts are written ``CAST(:x AS 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Final
 
 from sqlalchemy import TextClause, text
@@ -187,7 +188,7 @@ MESSAGES_STATES: Final[TextClause] = text(
 
 # --- dequeue ----------------------------------------------------------------------------------
 
-# Grant leases on up to :count messages, lowest priority first, ties by enqueue order.
+# Grant leases on up to `count` messages, lowest priority first, ties by enqueue order.
 # Two sources, each locked with FOR UPDATE SKIP LOCKED so concurrent consumers pass over rows
 # another claim holds instead of waiting:
 #   ready: walks messages_pending_idx (queue_id, priority, seq) WHERE state = 'pending' in order;
@@ -196,39 +197,39 @@ MESSAGES_STATES: Final[TextClause] = text(
 #          priority is cheap), so a due message never waits for its tick.
 # MATERIALIZED fences the candidate set: the ranking runs once, not once per updated row.
 #
-# A metadata filter is tested row by row on that walk, which is cheap while matches are common
-# but walks past every non-matching message ahead of a rare value's first match. When the filter
-# names the queue's filter_key, the keyed form adds ``filter_value = :filter_value``: the ready
-# source then walks messages_filter_pending_idx (queue_id, filter_value, priority, seq), which
-# holds exactly that value's ready messages in order, and stops at the first unlocked ones.
+# ``match`` holds the filter's conditions, written only when there is a filter (see
+# messages_dequeue). A metadata filter is tested row by row on the walk, which is cheap while
+# matches are common but walks past every non-matching message ahead of a rare value's first
+# match. When the filter names the queue's filter_key, ``filter_value = :filter_value`` makes the
+# ready source walk messages_filter_pending_idx (queue_id, filter_value, priority, seq), which
+# holds exactly that value's ready messages in order, and stop at the first unlocked ones.
 _KEYED = "AND filter_value = CAST(:filter_value AS text)"
+_FILTERED = "AND metadata @> CAST(:filter AS jsonb)"
 
 
-def _dequeue_simple(keyed: str) -> str:
+def _dequeue_simple(match: str, count: int) -> str:
     return f"""
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT id, priority, seq FROM messages
-        WHERE queue_id = :queue_id AND state = 'pending' {keyed}
-          AND metadata @> CAST(:filter AS jsonb)
+        WHERE queue_id = :queue_id AND state = 'pending' {match}
           AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority, seq
-        LIMIT :count
+        LIMIT {count}
         FOR UPDATE SKIP LOCKED
     ) AS ready
     UNION ALL
     SELECT * FROM (
         SELECT id, priority, seq FROM messages
-        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id
-          AND metadata @> CAST(:filter AS jsonb)
+        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id {match}
           AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority, seq
-        LIMIT :count
+        LIMIT {count}
         FOR UPDATE SKIP LOCKED
     ) AS due
 ),
 picked AS (
-    SELECT id, 0 AS scanned FROM candidate ORDER BY priority, seq LIMIT :count
+    SELECT id, 0 AS scanned FROM candidate ORDER BY priority, seq LIMIT {count}
 )
 """
 
@@ -238,38 +239,36 @@ picked AS (
 # value from this batch (DISTINCT ON). Two consumers racing for the same idle value can still both
 # pass NOT EXISTS; the partial unique index then refuses the second UPDATE (unique_violation) and
 # the store retries the claim. The index, not this query, is what guarantees exclusivity.
-# Each source looks at :scan candidates only; when they share fewer values than :count, the batch
-# comes back short although other values may wait further on. Every leased row therefore carries
-# ``scanned``, the candidates looked at: when it reached :scan the store claims again for the
-# rest (the values just leased are running by then, so NOT EXISTS passes over them).
-def _dequeue_exclusive(keyed: str) -> str:
+# Each source looks at `scan` candidates only; when they share fewer values than `count`, the
+# batch comes back short although other values may wait further on. Every leased row therefore
+# carries ``scanned``, the candidates looked at: when it reached `scan` the store claims again for
+# the rest (the values just leased are running by then, so NOT EXISTS passes over them).
+def _dequeue_exclusive(match: str, count: int, scan: int) -> str:
     return f"""
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT id, priority, seq, exclusive_value FROM messages c
-        WHERE queue_id = :queue_id AND state = 'pending' {keyed}
-          AND metadata @> CAST(:filter AS jsonb)
+        WHERE queue_id = :queue_id AND state = 'pending' {match}
           AND (expires_at IS NULL OR expires_at > now())
           AND NOT EXISTS (
               SELECT 1 FROM messages r
               WHERE r.queue_id = :queue_id AND r.state = 'running'
                 AND r.exclusive_value = c.exclusive_value)
         ORDER BY priority, seq
-        LIMIT :scan
+        LIMIT {scan}
         FOR UPDATE SKIP LOCKED
     ) AS ready
     UNION ALL
     SELECT * FROM (
         SELECT id, priority, seq, exclusive_value FROM messages c
-        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id
-          AND metadata @> CAST(:filter AS jsonb)
+        WHERE state = 'invisible' AND visible_at <= now() AND queue_id = :queue_id {match}
           AND (expires_at IS NULL OR expires_at > now())
           AND NOT EXISTS (
               SELECT 1 FROM messages r
               WHERE r.queue_id = :queue_id AND r.state = 'running'
                 AND r.exclusive_value = c.exclusive_value)
         ORDER BY priority, seq
-        LIMIT :scan
+        LIMIT {scan}
         FOR UPDATE SKIP LOCKED
     ) AS due
 ),
@@ -285,7 +284,7 @@ picked AS (
     -- here, on this batch's values only.
     WHERE pg_try_advisory_xact_lock(
         hashtextextended(CAST(:queue_id AS text) || '/' || exclusive_value, 0))
-    ORDER BY priority, seq LIMIT :count
+    ORDER BY priority, seq LIMIT {count}
 )
 """
 
@@ -309,12 +308,38 @@ RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.
           m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, picked.scanned
 """
 
-MESSAGES_DEQUEUE_SIMPLE: Final[TextClause] = text(_dequeue_simple("") + _DEQUEUE_GRANT)
-MESSAGES_DEQUEUE_EXCLUSIVE: Final[TextClause] = text(_dequeue_exclusive("") + _DEQUEUE_GRANT)
-MESSAGES_DEQUEUE_SIMPLE_KEYED: Final[TextClause] = text(_dequeue_simple(_KEYED) + _DEQUEUE_GRANT)
-MESSAGES_DEQUEUE_EXCLUSIVE_KEYED: Final[TextClause] = text(
-    _dequeue_exclusive(_KEYED) + _DEQUEUE_GRANT
-)
+
+def exclusive_scan(count: int) -> int:
+    """How many candidates an exclusive claim of ``count`` looks at: 4 per wanted message, as
+    several may share a value, and at most 400."""
+    return min(count * 4, 400)
+
+
+@cache
+def messages_dequeue(
+    *, count: int, exclusive: bool = False, keyed: bool = False, filtered: bool = False
+) -> TextClause:
+    """The claim of up to ``count`` messages of a simple or an exclusive queue.
+
+    ``keyed``: the filter names the queue's filter_key (binds ``:filter_value``); ``filtered``:
+    the filter has pairs beyond that (binds ``:filter``, the whole filter). A filter of the key
+    alone needs no ``metadata @>`` test: the filter value is that key's value.
+
+    ``count`` is written into the text as a literal, not bound, and a claim without a filter
+    has no filter condition at all: PostgreSQL then plans each variant once per connection and
+    reuses the plan. With ``LIMIT $n`` it estimates the LIMIT at a tenth of the table, with
+    ``metadata @> $filter`` a fixed selectivity; either makes the generic plan look far dearer
+    than a custom one, so it planned the claim again on every execution, which cost more
+    database CPU than running it (0.49 -> 0.22 ms per claim, docs/adr/0009-claim-plans.md).
+    The counts a consumer uses are few; claims with a filter beyond the key stay custom-planned.
+    """
+    if not (isinstance(count, int) and 1 <= count <= 1000):
+        raise ValueError(f"claim count must be an integer from 1 to 1000, not {count!r}")
+    match = " ".join(condition for on, condition in ((keyed, _KEYED), (filtered, _FILTERED)) if on)
+    if exclusive:
+        return text(_dequeue_exclusive(match, count, exclusive_scan(count)) + _DEQUEUE_GRANT)
+    return text(_dequeue_simple(match, count) + _DEQUEUE_GRANT)
+
 
 # --- per-message transitions ------------------------------------------------------------------
 

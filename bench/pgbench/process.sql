@@ -1,30 +1,29 @@
--- Raw SQL limit of Sundial's processing: its claim (MESSAGES_DEQUEUE_SIMPLE, a simple queue, no
+-- Raw SQL limit of Sundial's processing: its claim (messages_dequeue(count=N), a simple queue, no
 -- metadata filter) in one transaction, then its batch acknowledgement (MESSAGES_COMPLETE_MANY) of
 -- exactly the claimed ids and leases in a second, as a consumer does through the API. Run by
--- pgbench in prepared mode with -D batch=N against a prefilled bench_raw_messages.
+-- pgbench in prepared mode against a prefilled bench_raw_messages; the harness writes the batch
+-- size where @BATCH@ stands, a literal LIMIT as in Sundial's claim (so both reuse one plan).
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT id, priority, seq FROM bench_raw_messages
         WHERE queue_id = 1 AND state = 'pending'
-          AND metadata @> CAST('{}' AS jsonb)
           AND (expires_at IS NULL OR expires_at > now())
         ORDER BY priority, seq
-        LIMIT CAST(:batch AS integer)
+        LIMIT @BATCH@
         FOR UPDATE SKIP LOCKED
     ) AS ready
     UNION ALL
     SELECT * FROM (
         SELECT id, priority, seq FROM bench_raw_messages
         WHERE state = 'invisible' AND visible_at <= now() AND queue_id = 1
-          AND metadata @> CAST('{}' AS jsonb)
           AND (expires_at IS NULL OR expires_at > now())
-        ORDER BY visible_at
-        LIMIT CAST(:batch AS integer)
+        ORDER BY priority, seq
+        LIMIT @BATCH@
         FOR UPDATE SKIP LOCKED
     ) AS due
 ),
 picked AS (
-    SELECT id FROM candidate ORDER BY priority, seq LIMIT CAST(:batch AS integer)
+    SELECT id FROM candidate ORDER BY priority, seq LIMIT @BATCH@
 ),
 granted AS (
     UPDATE bench_raw_messages m

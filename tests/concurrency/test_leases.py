@@ -311,14 +311,12 @@ async def test_detector_finds_overlaps_without_index_and_guard(
         # The simple-queue dequeue: no NOT EXISTS, no one-per-value, on the exclusive queue.
         params = {
             "queue_id": queue.id,
-            "count": count,
-            "scan": count,
             "filter": encode.encode({}).decode(),
             "lease_override": None,
             "queue_lease": 600,
         }
         async with engine.begin() as conn:
-            rows = (await conn.execute(queries.MESSAGES_DEQUEUE_SIMPLE, params)).all()
+            rows = (await conn.execute(queries.messages_dequeue(count=count), params)).all()
         return [Claimed(r.id, r.lease_id, r.metadata["project"]) for r in rows]
 
     run = await run_exclusive_consumers(

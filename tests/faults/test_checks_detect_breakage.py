@@ -5,7 +5,7 @@ A checker that never fires proves nothing. Here each one is fed synthetic histor
 message...) and sound (the same history with the fault removed, and the tricky cases a naive
 checker would flag). Then the system is broken for real in a throwaway database: with the
 partial unique index ``messages_running_exclusive_uidx`` dropped, two consumers claim from an
-exclusive queue through the unguarded simple claim (``queries.MESSAGES_DEQUEUE_SIMPLE``) and the
+exclusive queue through the unguarded simple claim (``queries.messages_dequeue``) and the
 exclusivity checker and the live watcher both fire — while the same consumers with the index in
 place are refused and nothing fires. A row deleted behind the server's back is reported lost, and
 a complete forced through with an expired lease is reported as a stale completion.
@@ -367,7 +367,6 @@ async def unguarded_consumer(
     the unique index stands between it and two running messages of one value."""
     params = {
         "queue_id": queue_id,
-        "count": 1,
         "filter": "{}",
         "lease_override": 5,
         "queue_lease": 5,
@@ -377,7 +376,7 @@ async def unguarded_consumer(
         requested = time.time()
         try:
             async with engine.begin() as conn:
-                rows = (await conn.execute(queries.MESSAGES_DEQUEUE_SIMPLE, params)).all()
+                rows = (await conn.execute(queries.messages_dequeue(count=1), params)).all()
         except sa_exc.IntegrityError as error:
             refusals.append(str(error.orig))
             await asyncio.sleep(0.02)

@@ -136,7 +136,6 @@ def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
 async def _explain_claim(engine: AsyncEngine, statement: sa.TextClause, queue: Queue) -> Any:
     params = {
         "queue_id": queue.id,
-        "count": 1,
         "filter": json.dumps({"tenant": "t49"}),
         "filter_value": "t49",
         "lease_override": None,
@@ -159,8 +158,10 @@ async def test_the_keyed_claim_reads_only_matching_rows(
     async with engine.begin() as conn:
         await conn.execute(sa.text("ANALYZE messages"))
 
-    keyed = _scans(await _explain_claim(engine, queries.MESSAGES_DEQUEUE_SIMPLE_KEYED, queue))
-    walk = _scans(await _explain_claim(engine, queries.MESSAGES_DEQUEUE_SIMPLE, queue))
+    keyed_claim = queries.messages_dequeue(count=1, keyed=True)
+    walking_claim = queries.messages_dequeue(count=1, filtered=True)
+    keyed = _scans(await _explain_claim(engine, keyed_claim, queue))
+    walk = _scans(await _explain_claim(engine, walking_claim, queue))
 
     [ready] = [s for s in keyed if s["Index Name"] == "messages_filter_pending_idx"]
     assert ready["Actual Rows"] == 1
