@@ -161,7 +161,6 @@ def children_cpu() -> float:
 # --- environment ---------------------------------------------------------------------------------
 
 
-@dataclass
 def _with_literals(script: Path, defines: dict[str, Any], directory: Path) -> Path:
     """A copy of ``script`` in ``directory`` with ``@NAME@`` replaced by each define's value."""
     text = script.read_text()
@@ -172,6 +171,7 @@ def _with_literals(script: Path, defines: dict[str, Any], directory: Path) -> Pa
     return copy
 
 
+@dataclass
 class Environment:
     """A temp dir with a private durable PostgreSQL and one Sundial server on it."""
 
