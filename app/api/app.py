@@ -26,7 +26,7 @@ from app.api.runtime import Runtime
 from app.bootstrap import build_service, create_engine
 from app.config import Settings, get_settings
 from app.dashboard import DashboardPlugin
-from app.observability.endpoint import HTTP_METRICS
+from app.observability.http import http_metrics
 from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
 from app.store import migrate
@@ -102,7 +102,7 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
         route_handlers=ROUTERS,
         lifespan=[_lifespan(settings, engine)],
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[HTTP_METRICS.middleware],
+        middleware=[http_metrics],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi_config(),
         logging_config=None,

@@ -9,5 +9,6 @@ worker processes are added up. See docs/monitoring.md for the list and their mea
 - :mod:`~app.observability.multiprocess`: the per-run directory that ``sundial serve`` workers
   share, and cleanup after dead workers.
 - :mod:`~app.observability.server`: the per-process bundle the app starts and stops.
-- :mod:`~app.observability.endpoint`: the ``/metrics`` handler and the HTTP timing middleware.
+- :mod:`~app.observability.endpoint`: the ``/metrics`` handler.
+- :mod:`~app.observability.http`: the HTTP timing middleware (request counts and latency).
 """

@@ -1,4 +1,5 @@
-"""``GET /metrics`` (Prometheus text format, no token) and the HTTP timing middleware.
+"""``GET /metrics`` (Prometheus text format, no token); the HTTP timing middleware is in
+:mod:`app.observability.http`.
 
 A scrape renders the process metrics (this process's, or with several workers every worker's,
 added up from the shared directory) and the database-wide gauges of
@@ -12,7 +13,6 @@ from typing import Any
 
 from litestar import Response, get
 from litestar.connection import ASGIConnection
-from litestar.plugins.prometheus import PrometheusConfig
 from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
@@ -29,22 +29,6 @@ from app.observability.server import ServerMetrics
 # The classic text format (prometheus_client's CONTENT_TYPE_PLAIN_0_0_4), which every scraper
 # reads; Litestar appends the "; charset=utf-8" itself.
 MEDIA_TYPE = "text/plain; version=0.0.4"
-
-# Dequeue long polls last up to 20 s (MAX_WAIT_SECONDS); the top buckets are for them.
-LATENCY_BUCKETS: list[str | float] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30,
-]  # fmt: skip
-
-HTTP_METRICS = PrometheusConfig(
-    app_name="sundial",
-    prefix="sundial_http",
-    group_path=True,  # the route template (/v1/namespaces/{ns}/…), never the raw path
-    buckets=LATENCY_BUCKETS,
-    exclude=["^/metrics$"],
-)
-"""Litestar's Prometheus middleware: ``sundial_http_request_duration_seconds`` (histogram),
-``sundial_http_requests_total``, ``sundial_http_requests_error_total`` and
-``sundial_http_requests_in_progress``, labelled by method, route template and status code."""
 
 
 class _ProcessRegistry(Collector):
@@ -86,4 +70,4 @@ async def metrics_endpoint(request: ASGIConnection[Any, Any, Any, Any]) -> Respo
 
 HANDLERS = [metrics_endpoint]
 
-__all__ = ["HANDLERS", "HTTP_METRICS", "render"]
+__all__ = ["HANDLERS", "render"]
