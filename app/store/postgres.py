@@ -122,7 +122,15 @@ def _is_unique_violation(error: BaseException, constraint: str) -> bool:
 def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
     """The core's view of a database error, raised through SQLAlchemy (which wraps psycopg's
     errors one to one, keeping the original as ``orig``) or by psycopg on the driver path;
-    errors that are bugs pass through unchanged."""
+    errors that are bugs pass through unchanged. Failing to get a connection at all (the pool
+    exhausted, the server unreachable) is the database being unavailable, or the server busy."""
+    if isinstance(error, sa_exc.TimeoutError):
+        # Every pooled connection is busy: the server is overloaded, not broken.
+        log.warning("database pool exhausted: %s", error)
+        return UnavailableError("the server is busy; retry later")
+    if isinstance(error, OSError):
+        log.warning("database unavailable: %s", error)
+        return UnavailableError("the database is unavailable; retry later")
     orig = error.orig if isinstance(error, sa_exc.DBAPIError) else error
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         connection_lost = True
@@ -292,18 +300,11 @@ class PostgresStore:
         try:
             async with self._autocommit.connect() as conn:
                 yield conn
-        except sa_exc.TimeoutError as error:
-            # Every pooled connection is busy: the server is overloaded, not broken.
-            log.warning("database pool exhausted: %s", error)
-            raise UnavailableError("the server is busy; retry later") from error
-        except sa_exc.DBAPIError as error:
+        except (sa_exc.TimeoutError, sa_exc.DBAPIError, OSError) as error:
             translated = _translate(error)
             if translated is error:
                 raise
             raise translated from error
-        except OSError as error:
-            log.warning("database unavailable: %s", error)
-            raise UnavailableError("the database is unavailable; retry later") from error
 
     @asynccontextmanager
     async def _driver(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -322,18 +323,11 @@ class PostgresStore:
         """
         try:
             pooled = await self.engine.raw_connection()
-        except sa_exc.TimeoutError as error:
-            # Every pooled connection is busy: the server is overloaded, not broken.
-            log.warning("database pool exhausted: %s", error)
-            raise UnavailableError("the server is busy; retry later") from error
-        except psycopg.Error as error:
+        except (sa_exc.TimeoutError, psycopg.Error, OSError) as error:
             translated = _translate(error)
             if translated is error:
                 raise
             raise translated from error
-        except OSError as error:
-            log.warning("database unavailable: %s", error)
-            raise UnavailableError("the database is unavailable; retry later") from error
         driver: psycopg.AsyncConnection[Any] = pooled.driver_connection  # type: ignore[assignment]
         try:
             await driver.set_autocommit(True)
