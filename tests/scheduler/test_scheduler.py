@@ -95,6 +95,15 @@ async def test_exactly_one_leader_and_takeover_after_leader_stops(
     await second.stop()
 
 
+async def _first_to_lead(*schedulers: Scheduler) -> Scheduler:
+    """Whichever of ``schedulers`` is (or becomes) the leader first."""
+    waits = {asyncio.ensure_future(s.wait_until(leader=True)): s for s in schedulers}
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    return waits[done.pop()]
+
+
 async def test_takeover_when_leader_connection_dies(engine: AsyncEngine, database_url: str) -> None:
     settings = scheduler_settings(database_url)
     first = Scheduler(engine, settings, node_id="doomed")
@@ -102,17 +111,23 @@ async def test_takeover_when_leader_connection_dies(engine: AsyncEngine, databas
     await first.start()
     await asyncio.wait_for(first.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
     await second.start()
-    # Kill the leader's backend, as a crash or network cut would.
-    async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                "WHERE locktype = 'advisory' AND granted"
+    try:
+        # Kill the leader's backend, as a crash or network cut would.
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks "
+                    "WHERE locktype = 'advisory' AND granted"
+                )
             )
-        )
-    await asyncio.wait_for(second.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
-    await first.stop()
-    await second.stop()
+        await asyncio.wait_for(first.wait_until(leader=False), TAKEOVER_LIMIT_SECONDS)
+        # Both contend again; either may win the lock, on a new session, but only one.
+        leader = await asyncio.wait_for(_first_to_lead(first, second), TAKEOVER_LIMIT_SECONDS)
+        await asyncio.wait_for(leader.wait_until(ticks=leader.ticks + 1), TAKEOVER_LIMIT_SECONDS)
+        assert [s.node_id for s in (first, second) if s.is_leader] == [leader.node_id]
+    finally:
+        await first.stop()
+        await second.stop()
 
 
 @contextlib.asynccontextmanager
