@@ -611,20 +611,18 @@ class PostgresStore:
         # A filter on the queue's filter_key takes the index of that key's values; the other
         # pairs, if any, are tested on the rows it reads.
         value = metadata.get(key) if key is not None else None
-        others = len(metadata) - (value is not None)
-        statement = _claim_sql(
-            count,
-            exclusive=queue.config.kind == "exclusive",
-            keyed=value is not None,
-            filtered=others > 0,
-        )
-        return statement, {
+        keyed, filtered = value is not None, len(metadata) > (value is not None)
+        params: dict[str, Any] = {
             "queue_id": queue.id,
-            "filter": _json.encode(metadata).decode(),
-            "filter_value": value,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
         }
+        if keyed:
+            params["filter_value"] = value
+        if filtered:  # most claims have no filter: nothing to encode
+            params["filter"] = _json.encode(metadata).decode()
+        exclusive = queue.config.kind == "exclusive"
+        return _claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered), params
 
     async def _claim_exclusive(
         self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]

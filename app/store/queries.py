@@ -8,7 +8,6 @@ Bind parameters use SQLAlchemy's ``:name`` form; casts are written ``CAST(:x AS 
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Final
 
 from sqlalchemy import TextClause, text
@@ -315,7 +314,6 @@ def exclusive_scan(count: int) -> int:
     return min(count * 4, 400)
 
 
-@cache
 def messages_dequeue(
     *, count: int, exclusive: bool = False, keyed: bool = False, filtered: bool = False
 ) -> TextClause:
