@@ -1,15 +1,19 @@
-"""The asyncio client: :class:`AsyncClient`, one coroutine per endpoint of API v1.
+"""A Sundial client, one method per endpoint of API v1.
 
-Queues are named ``"namespace/queue"``. Connections are pooled and reused (one
-:class:`httpx.AsyncClient`); close the client, or use it as a context manager, when done. Failed
-requests are retried by :mod:`app.client.retry`'s rules.
+Queues are named ``"namespace/queue"``. Connections are pooled and reused (one httpx client);
+close the client, or use it as a context manager, when done. Failed requests are retried by
+:mod:`app.client.retry`'s rules.
+
+``async_client.py`` (:class:`AsyncClient`, for asyncio) is the source. ``sync_client.py``
+(:class:`Client`, blocking) is generated from it by ``scripts/generate_sync_client.py``
+(unasync: ``async``/``await`` removed, a few names swapped): edit the asyncio one, then run it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
@@ -47,7 +51,8 @@ T = TypeVar("T")
 
 
 class AsyncClient:
-    """An asyncio Sundial client (the same methods as :class:`~app.client.Client`, awaited).
+    """A Sundial client (:class:`~app.client.AsyncClient` awaits, :class:`~app.client.Client`
+    blocks; their methods are the same).
 
     Args:
         url: the server's root URL; default ``$SUNDIAL_URL`` or ``http://127.0.0.1:8080``.
@@ -366,14 +371,13 @@ class AsyncClient:
                 expires and is never run; one being run may still complete).
             CallFailed: the request failed on its last attempt (the handler's error).
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = time.monotonic() + timeout
         replies = reply.reply_queue(queue)
         await self._ensure_reply_queue(replies)
         request = reply.request_message(queue, payload, timeout, metadata)
         assert request.id is not None
         await self.enqueue_many(queue, [request])
-        while (remaining := deadline - loop.time()) > 0:
+        while (remaining := deadline - time.monotonic()) > 0:
             wait = min(calls.MAX_WAIT_SECONDS, math.ceil(remaining))
             got = await self.dequeue(
                 replies, wait_seconds=wait, metadata=reply.reply_filter(request.id)

@@ -1,8 +1,13 @@
-"""The blocking client: :class:`Client`, one method per endpoint of API v1.
+# Generated from async_client.py by scripts/generate_sync_client.py: do not edit.
+"""A Sundial client, one method per endpoint of API v1.
 
-Queues are named ``"namespace/queue"``. Connections are pooled and reused (one
-:class:`httpx.Client`); close the client, or use it as a context manager, when done. Failed
-requests are retried by :mod:`app.client.retry`'s rules.
+Queues are named ``"namespace/queue"``. Connections are pooled and reused (one httpx client);
+close the client, or use it as a context manager, when done. Failed requests are retried by
+:mod:`app.client.retry`'s rules.
+
+``async_client.py`` (:class:`AsyncClient`, for asyncio) is the source. ``sync_client.py``
+(:class:`Client`, blocking) is generated from it by ``scripts/generate_sync_client.py``
+(unasync: ``async``/``await`` removed, a few names swapped): edit the asyncio one, then run it.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ T = TypeVar("T")
 
 
 class Client:
-    """A blocking Sundial client.
+    """A Sundial client (:class:`~app.client.AsyncClient` awaits, :class:`~app.client.Client`
+    blocks; their methods are the same).
 
     Args:
         url: the server's root URL; default ``$SUNDIAL_URL`` or ``http://127.0.0.1:8080``.
@@ -203,7 +209,7 @@ class Client:
             ttl_seconds=ttl_seconds,
             expires_at=expires_at,
         )
-        return self.send(calls.enqueue(queue, [message]))[0]
+        return (self.send(calls.enqueue(queue, [message])))[0]
 
     def enqueue_many(self, queue: str, messages: Iterable[NewMessage]) -> list[Enqueued]:
         """Enqueue 1 to 1000 messages, all or nothing; the outcomes in order."""
