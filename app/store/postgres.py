@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, LiteralString, ParamSpec, TypeVar
+from typing import Any, LiteralString, NoReturn, ParamSpec, TypeVar
 
 import msgspec
 import psycopg
@@ -149,6 +149,29 @@ def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
         log.warning("database unavailable: %s", orig)
         return UnavailableError("the database is unavailable; retry later")
     return error
+
+
+def _raise_translated(error: Exception, *, connection_lost: bool = False) -> NoReturn:
+    """Raise the core's view of ``error`` (see :func:`_translate`), chained to it."""
+    translated = _translate(error, connection_lost=connection_lost)
+    if translated is error:
+        raise error
+    raise translated from error
+
+
+async def _return_to_pool(
+    pooled: PoolProxiedConnection, driver: psycopg.AsyncConnection[Any]
+) -> None:
+    """Put a hot-path connection back: out of autocommit, as SQLAlchemy expects a pooled
+    connection, then into the pool (SQLAlchemy's reset on return). One that cannot be restored
+    (interrupted mid-statement, gone) is discarded instead. Neither step waits for the server on
+    a healthy connection, so a cancellation cannot cut them short."""
+    if not (driver.broken or driver.closed):
+        try:
+            await driver.set_autocommit(False)
+        except psycopg.Error:
+            await greenlet_spawn(pooled.invalidate)
+    await greenlet_spawn(pooled.close)
 
 
 _PSYCOPG = PGDialect_psycopg()  # type: ignore[no-untyped-call]
@@ -301,10 +324,7 @@ class PostgresStore:
             async with self._autocommit.connect() as conn:
                 yield conn
         except (sa_exc.TimeoutError, sa_exc.DBAPIError, OSError) as error:
-            translated = _translate(error)
-            if translated is error:
-                raise
-            raise translated from error
+            _raise_translated(error)
 
     @asynccontextmanager
     async def _driver(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -324,38 +344,20 @@ class PostgresStore:
         try:
             pooled = await self.engine.raw_connection()
         except (sa_exc.TimeoutError, psycopg.Error, OSError) as error:
-            translated = _translate(error)
-            if translated is error:
-                raise
-            raise translated from error
+            _raise_translated(error)
         driver: psycopg.AsyncConnection[Any] = pooled.driver_connection  # type: ignore[assignment]
         try:
             await driver.set_autocommit(True)
-            try:
-                yield driver
-            finally:
-                # Back to what SQLAlchemy expects of a pooled connection; one that cannot be
-                # (interrupted mid-statement, gone) is discarded instead.
-                if not (driver.broken or driver.closed):
-                    try:
-                        await driver.set_autocommit(False)
-                    except psycopg.Error:
-                        await greenlet_spawn(pooled.invalidate)
+            yield driver
         except psycopg.Error as error:
             broken = driver.broken or driver.closed
             if broken:
                 await greenlet_spawn(
                     _invalidate_on_disconnect, self.engine.sync_engine.pool, pooled, error
                 )
-            translated = _translate(error, connection_lost=broken)
-            if translated is error:
-                raise
-            raise translated from error
+            _raise_translated(error, connection_lost=broken)
         finally:
-            # Back to the pool (SQLAlchemy's reset on return). Neither this nor restoring
-            # autocommit waits for the server on a healthy connection, so a cancellation
-            # cannot cut them short; only discarding a broken connection does I/O.
-            await greenlet_spawn(pooled.close)
+            await _return_to_pool(pooled, driver)
 
     async def _driver_rows(self, statement: LiteralString, params: Mapping[str, Any]) -> list[Any]:
         """Run one hot statement; its rows as named tuples."""
