@@ -8,6 +8,7 @@ import logging
 import secrets
 from pathlib import Path
 
+import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import Settings
@@ -32,6 +33,9 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
 
     TCP keepalives (libpq's, ignored on Unix sockets) make a connection to a database that has
     vanished from the network fail within about a minute instead of the kernel's two hours.
+
+    ``jsonb`` columns (a leased message's metadata, on every dequeue) are decoded by msgspec
+    rather than the standard library's ``json``, several times faster for the same values.
     """
     return create_async_engine(
         database_url,
@@ -40,6 +44,7 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
         pool_pre_ping=False,
         pool_recycle=3600,
         connect_args=TCP_KEEPALIVES,
+        json_deserializer=msgspec.json.decode,
     )
 
 

@@ -162,10 +162,12 @@ def children_cpu() -> float:
 
 
 def _with_literals(script: Path, defines: dict[str, Any], directory: Path) -> Path:
-    """A copy of ``script`` in ``directory`` with ``@NAME@`` replaced by each define's value."""
+    """A copy of ``script`` in ``directory`` with ``@NAME@`` replaced by each integer define's
+    value."""
     text = script.read_text()
     for key, value in defines.items():
-        text = text.replace(f"@{key.upper()}@", str(int(value)))
+        if isinstance(value, int):
+            text = text.replace(f"@{key.upper()}@", str(value))
     copy = directory / script.name
     copy.write_text(text)
     return copy

@@ -179,6 +179,34 @@ def reset_raw(env: Environment) -> None:
         conn.execute("TRUNCATE bench_raw_messages")
 
 
+def raw_enqueue_rows(batch: int) -> str:
+    """The ``rows`` document the server binds for a batch of the load generator's messages (its
+    own encoder, uuid7 ids, the small payload, queue defaults), for the raw enqueue script."""
+    from uuid_utils import uuid7
+
+    from app.core.ports import NewRow
+    from app.store.batches import enqueue_rows
+
+    return enqueue_rows(
+        [
+            NewRow(
+                id=str(uuid7()),
+                priority=None,
+                payload=b'{"c":1,"i":%d}' % k,
+                metadata={},
+                exclusive_value=None,
+                max_attempts=None,
+                lease_seconds=None,
+                delay_seconds=0,
+                visible_at=None,
+                ttl_seconds=None,
+                expires_at=None,
+            )
+            for k in range(batch)
+        ]
+    )
+
+
 def raw_counts(env: Environment) -> dict[str, int]:
     with env.connect() as conn:
         rows = conn.execute(
@@ -267,7 +295,10 @@ def w_enqueue(ctx: Ctx, batch: int) -> dict[str, Any]:
     reset_raw(env)
     env.checkpoint()
     raw = env.pgbench(
-        "enqueue.sql", clients=CLIENTS, seconds=ctx.size["duration"], defines={"batch": batch}
+        "enqueue.sql",
+        clients=CLIENTS,
+        seconds=ctx.size["duration"],
+        defines={"batch": batch, "rows": raw_enqueue_rows(batch)},
     )
     raw["rate"] = raw["tps"] * batch
     rows = sum(raw_counts(env).values())

@@ -27,7 +27,7 @@ from app.core.models import (
 from app.core.states import State
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see app.core.models.NewMessage
 class NewRow:
     """A message ready to insert: id chosen, queue defaults resolved where they are fixed."""
 

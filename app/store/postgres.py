@@ -43,7 +43,7 @@ from app.core.models import (
 )
 from app.core.ports import GuardState, NewRow
 from app.core.states import Event, State, allowed_from
-from app.store import queries
+from app.store import batches, queries
 from app.store.lookups import LookupCache
 from app.store.tables import namespaces, queues, tokens
 
@@ -269,7 +269,7 @@ def _invalidate_on_disconnect(
 
 def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString, dict[str, Any]]:
     """The enqueue statement for ``rows`` and its parameters: plain values for one message,
-    one array per column for a batch (the same statement otherwise)."""
+    one JSON document for a batch (the same statement otherwise)."""
     if len(rows) == 1:
         [row] = rows
         return _ENQUEUE_ONE, {
@@ -290,17 +290,7 @@ def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString
     return _ENQUEUE, {
         "queue_id": queue.id,
         "filter_key": queue.config.filter_key,
-        "ids": [r.id for r in rows],
-        "priorities": [r.priority for r in rows],
-        "payloads": [r.payload.decode() if r.payload is not None else None for r in rows],
-        "metadatas": [_json.encode(r.metadata).decode() for r in rows],
-        "exclusive_values": [r.exclusive_value for r in rows],
-        "max_attempts": [r.max_attempts for r in rows],
-        "lease_seconds": [r.lease_seconds for r in rows],
-        "delays": [r.delay_seconds for r in rows],
-        "visible_ats": [r.visible_at for r in rows],
-        "ttls": [r.ttl_seconds for r in rows],
-        "expires_ats": [r.expires_at for r in rows],
+        "rows": batches.enqueue_rows(rows),
     }
 
 
@@ -810,8 +800,7 @@ class PostgresStore:
             return set()
         params = {
             **_queue_params(queue),
-            "ids": [i for i, _ in items],
-            "lease_ids": [lease for _, lease in items],
+            "items": batches.lease_items(items),
             "from_states": allowed_from(Event.COMPLETE),
         }
         return {(row.id, row.lease_id) for row in await self._driver_rows(_COMPLETE_MANY, params)}
@@ -825,9 +814,7 @@ class PostgresStore:
             return set()
         params = {
             **_queue_params(queue),
-            "ids": [i for i, _, _ in items],
-            "lease_ids": [lease for _, lease, _ in items],
-            "errors": [error for _, _, error in items],
+            "items": batches.failed_items(items),
             "retry_delay": None,
             "from_states": allowed_from(Event.FAIL),
         }

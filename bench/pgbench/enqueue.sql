@@ -1,26 +1,27 @@
 -- Raw SQL limit of Sundial's enqueue (app/store/queries.py MESSAGES_ENQUEUE), run by pgbench in
--- prepared mode with -D batch=N. The statement is Sundial's own; the column arrays that the
--- server binds are generated here (fresh random ids, a small JSON payload, everything else at
--- its default), into bench_raw_messages, a table of the same shape, indexes and storage options
--- as messages. One statement per transaction, as the server commits it.
-WITH input AS (
-    SELECT m.*, coalesce(m.visible_at_given, now() + make_interval(secs => m.delay_seconds))
-                AS visible_at
-    FROM unnest(ARRAY(SELECT gen_random_uuid()::text
-                      FROM generate_series(1, CAST(:batch AS integer))),
-                array_fill(NULL::bigint, ARRAY[CAST(:batch AS integer)]),
-                array_fill('{"c": 1, "i": 1}'::jsonb, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::jsonb, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::text, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::integer, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::integer, ARRAY[CAST(:batch AS integer)]),
-                array_fill(0, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::timestamptz, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::integer, ARRAY[CAST(:batch AS integer)]),
-                array_fill(NULL::timestamptz, ARRAY[CAST(:batch AS integer)]))
+-- prepared mode. The statement is Sundial's own, bound to the same kind of JSON document the
+-- server sends (the harness passes it as :rows: N rows of the load generator's small payload,
+-- with a 36-character id each); since pgbench sends the same document every time, fresh random
+-- ids replace the document's, after it has been read. Into bench_raw_messages, a table of the
+-- same shape, indexes and storage options as messages. One statement per transaction, as the
+-- server commits it.
+WITH rows AS (
+    SELECT gen_random_uuid()::text AS id, priority, CAST(payload AS jsonb) AS payload, metadata,
+           exclusive_value, max_attempts, lease_seconds, delay_seconds,
+           visible_at AS visible_at_given, ttl_seconds, expires_at, ord
+    FROM ROWS FROM (
+             json_to_recordset(CAST(:rows AS json))
+             AS (id text, priority bigint, payload text, metadata jsonb, exclusive_value text,
+                 max_attempts integer, lease_seconds integer, delay_seconds integer,
+                 visible_at timestamptz, ttl_seconds integer, expires_at timestamptz))
          WITH ORDINALITY
          AS m(id, priority, payload, metadata, exclusive_value, max_attempts, lease_seconds,
-              delay_seconds, visible_at_given, ttl_seconds, expires_at, ord)
+              delay_seconds, visible_at, ttl_seconds, expires_at, ord)
+),
+input AS (
+    SELECT m.*, coalesce(m.visible_at_given, now() + make_interval(secs => m.delay_seconds))
+                AS visible_at
+    FROM rows m
 ),
 inserted AS (
     INSERT INTO bench_raw_messages (queue_id, id, priority, state, payload, metadata,

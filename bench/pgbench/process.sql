@@ -1,8 +1,9 @@
 -- Raw SQL limit of Sundial's processing: its claim (messages_dequeue(count=N), a simple queue, no
 -- metadata filter) in one transaction, then its batch acknowledgement (MESSAGES_COMPLETE_MANY) of
--- exactly the claimed ids and leases in a second, as a consumer does through the API. Run by
--- pgbench in prepared mode against a prefilled bench_raw_messages; the harness writes the batch
--- size where @BATCH@ stands, a literal LIMIT as in Sundial's claim (so both reuse one plan).
+-- exactly the claimed ids and leases, bound as the JSON document the server binds, in a second,
+-- as a consumer does through the API. Run by pgbench in prepared mode against a prefilled
+-- bench_raw_messages; the harness writes the batch size where @BATCH@ stands, a literal LIMIT
+-- as in Sundial's claim (so both reuse one plan).
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT id, priority, seq FROM bench_raw_messages
@@ -40,15 +41,15 @@ granted AS (
     RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
               m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at
 )
-SELECT coalesce(array_agg(id), '{}')::text AS ids,
-       coalesce(array_agg(lease_id), '{}')::text AS leases,
+SELECT coalesce(json_agg(json_build_object('id', id, 'lease_id', lease_id)), '[]')::text
+           AS items,
        count(*) AS claimed
 FROM granted
 \gset
 WITH changed AS (
     UPDATE bench_raw_messages m
     SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
-    FROM unnest(CAST(:ids AS text[]), CAST(:leases AS uuid[])) AS a(id, lease_id)
+    FROM json_to_recordset(CAST(:items AS json)) AS a(id text, lease_id uuid)
     WHERE m.queue_id = 1 AND m.id = a.id
       AND m.state = ANY(CAST('{running}' AS message_state[]))
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now()

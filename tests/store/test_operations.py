@@ -143,6 +143,49 @@ async def test_enqueue_batch_in_request_order(service, engine, queue):
     assert (b.attempts, b.lease_id, b.finished_at, b.last_error) == (0, None, None, None)
 
 
+STORED_FIELDS = (
+    *("state", "priority", "payload", "metadata", "exclusive_value"),
+    *("max_attempts", "lease_seconds", "visible_at", "expires_at"),
+)
+
+
+async def test_a_batch_stores_every_field_as_a_single_enqueue_does(service, engine):
+    # A batch binds one JSON document and a single message plain values: the same message must
+    # come out the same either way, whatever its text holds (quotes, backslashes, non-ASCII,
+    # a payload that is itself a JSON string) and whichever optional fields it sets.
+    queue = await make_queue(service, NS, Q, kind="exclusive", exclusive_key="tenant")
+    other = {"tenant": "other"}
+    at = datetime(2031, 5, 17, 8, 30, 15, 123456, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    fields = {
+        "priority": -(2**63),
+        "payload": '{"text": "é \\" \\\\ ☃ \\u00e9", "nested": [1, 2.5, null, true]}'.encode(),
+        "metadata": {"tenant": 'a"b\\c ☃', "k": ""},
+        "max_attempts": 7,
+        "lease_seconds": 13,
+        "visible_at": at,
+        "expires_at": at + timedelta(days=1),
+    }
+    await service.enqueue(NS, Q, [new("one", **fields)])
+    await service.enqueue(
+        NS, Q, [new("two", payload=b'"just a string"', metadata=other), new("many", **fields)]
+    )
+    delayed = new("a", delay_seconds=30, ttl_seconds=90, metadata=other)
+    await service.enqueue(NS, Q, [delayed, new("b", metadata=other)])
+
+    def stored(message):
+        return {f: getattr(message, f) for f in STORED_FIELDS}
+
+    one = await service.get_message(NS, Q, "one")
+    many = await service.get_message(NS, Q, "many")
+    assert stored(many) == stored(one)
+    assert json.loads(many.payload) == json.loads(fields["payload"])
+    assert (many.state, many.visible_at, many.exclusive_value) == (State.INVISIBLE, at, 'a"b\\c ☃')
+    assert json.loads((await service.get_message(NS, Q, "two")).payload) == "just a string"
+    row = await raw_row(engine, queue, "a")
+    assert seconds(row["visible_at"] - row["enqueued_at"]) == 30
+    assert seconds(row["expires_at"] - row["enqueued_at"]) == 90
+
+
 async def test_generated_ids_are_unique_uuid7_in_enqueue_order(service, queue):
     first = await service.enqueue(NS, Q, [NewMessage() for _ in range(50)])
     second = await service.enqueue(NS, Q, [NewMessage() for _ in range(50)])
@@ -1249,6 +1292,19 @@ async def test_ack_batch_reports_each_item(service, engine, queue):
     }
     c = await service.get_message(NS, Q, "c")
     assert (c.last_error, c.attempts) == ("bad input", 1)
+
+
+async def test_ack_accepts_a_lease_id_in_any_uuid_spelling(service, engine, queue):
+    await service.enqueue(NS, Q, [new(i) for i in ("a", "b", "c")])
+    leases = {m.id: m.lease_id for m in await service.dequeue(NS, Q, count=3)}
+    results = await service.ack(
+        NS,
+        Q,
+        complete=[LeaseRef("a", leases["a"].upper()), LeaseRef("b", "{" + leases["b"] + "}")],
+        fail=[LeaseRef("c", "urn:uuid:" + leases["c"])],
+    )
+    assert [(r.id, r.ok) for r in results] == [("a", True), ("b", True), ("c", True)]
+    assert await states_of(engine, queue) == {"a": "completed", "b": "completed", "c": "pending"}
 
 
 async def test_ack_fail_uses_queue_backoff_and_dead_letters(service, engine):
