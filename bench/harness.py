@@ -219,7 +219,8 @@ class Environment:
         token = secrets.token_urlsafe(24)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SUNDIAL_")}
         env.update(
-            SUNDIAL_DATABASE_URL=self.cluster.sqlalchemy_url,
+            # What `sundial serve` uses for its embedded default: the unix socket.
+            SUNDIAL_DATABASE_URL=self.cluster.local_sqlalchemy_url,
             SUNDIAL_ADMIN_TOKEN=token,
             SUNDIAL_PORT=str(port),
             SUNDIAL_WORKERS=str(self.workers),
@@ -367,7 +368,8 @@ class Environment:
         argv = [
             str(bindir / "pgbench"),
             "-h",
-            self.cluster.host,
+            # The unix socket when there is one, as the server uses (Environment._serve).
+            str(self.cluster.socket_dir or self.cluster.host),
             "-p",
             str(self.cluster.port),
             "-U",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from bench.harness import BENCH, Environment, median, percentile
 
@@ -121,9 +122,12 @@ class Ctx:
 
     @property
     def dsn_uri(self) -> str:
+        """PgQueuer's (asyncpg's) connection URI: through the unix socket, like the server."""
         c = self.env.cluster
         assert c is not None
-        return f"postgresql://{c.user}@{c.host}:{c.port}/{c.database}"
+        if c.socket_dir is None:
+            return f"postgresql://{c.user}@{c.host}:{c.port}/{c.database}"
+        return f"postgresql://{c.user}@/{c.database}?host={quote(str(c.socket_dir))}&port={c.port}"
 
 
 # --- preparation in SQL --------------------------------------------------------------------------

@@ -120,6 +120,27 @@ def test_urls_point_at_the_private_cluster(cluster: LocalCluster) -> None:
         engine.dispose()
 
 
+def test_the_local_url_goes_through_the_unix_socket(cluster: LocalCluster) -> None:
+    assert cluster.socket_dir == cluster.run_dir
+    url = sqlalchemy.engine.make_url(cluster.local_sqlalchemy_url)
+    expected = {"host": str(cluster.run_dir), "port": str(cluster.port)}
+    assert (url.host, url.query) == (None, expected)
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            # A unix-socket connection has no client address.
+            query = "SELECT current_database(), inet_client_addr() IS NULL"
+            assert tuple(conn.execute(sqlalchemy.text(query)).one()) == ("sundial", True)
+    finally:
+        engine.dispose()
+
+
+def test_a_socket_path_too_long_for_unix_sockets_falls_back_to_tcp(tmp_path: Path) -> None:
+    deep = LocalCluster(tmp_path / ("d" * 120), port=54329)
+    assert deep.socket_dir is None
+    assert deep.local_sqlalchemy_url == deep.sqlalchemy_url
+
+
 def test_server_is_durable_and_local_only(cluster: LocalCluster) -> None:
     settings = dict(
         _execute(

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
 from app.embedded import LocalCluster
@@ -58,6 +59,18 @@ def test_embedded_default_serves_and_keeps_data_across_restarts(tmp_path: Path) 
             headers=headers,
         )
         assert answer.status_code == 201, answer.text
+        # The server reaches its embedded database through the unix socket (no client address),
+        # its LISTEN connection (opened at start) included.
+        cluster = LocalCluster(data_dir / "postgres")
+        with psycopg.connect(cluster.libpq_dsn, autocommit=True) as conn:
+            server = conn.execute(
+                "SELECT client_addr IS NULL AS over_socket, query FROM pg_stat_activity"
+                " WHERE datname = 'sundial' AND backend_type = 'client backend'"
+                " AND pid <> pg_backend_pid()"
+            ).fetchall()
+        assert server, "the server holds no connection"
+        assert all(over_socket for over_socket, _ in server), server
+        assert any(query.startswith("LISTEN") for _, query in server), server
 
     # Same data dir, same admin token, same message.
     with serve(data_dir, port) as base:

@@ -15,14 +15,18 @@ log = logging.getLogger("sundial.cli")
 
 
 @contextlib.contextmanager
-def database(settings: Settings, *, migrate: bool = True) -> Iterator[str]:
+def database(
+    settings: Settings, *, migrate: bool = True, prefer_socket: bool = False
+) -> Iterator[str]:
     """The database URL to use: the configured one, or the embedded default (started here).
 
     With ``migrate``, waits for the database to accept connections (it may still be starting,
     e.g. beside the server in docker compose), then upgrades its schema to the newest revision.
-    The embedded cluster is stopped again on exit if this call started it.
+    The embedded cluster is stopped again on exit if this call started it. With
+    ``prefer_socket`` (the server), the embedded cluster is reached through its unix socket
+    when it has one; other commands use TCP, which Spark's JDBC driver needs.
     """
-    with database_url(settings) as url:
+    with database_url(settings, prefer_socket=prefer_socket) as url:
         if migrate:
             from app.store import migrate as migrations
 
@@ -35,7 +39,7 @@ def database(settings: Settings, *, migrate: bool = True) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def database_url(settings: Settings) -> Iterator[str]:
+def database_url(settings: Settings, *, prefer_socket: bool = False) -> Iterator[str]:
     if settings.database_url is not None:
         yield settings.database_url
         return
@@ -50,7 +54,7 @@ def database_url(settings: Settings) -> Iterator[str]:
         raise click.ClickException(str(error)) from error
     log.info("embedded PostgreSQL in %s on port %d", cluster.data_dir, cluster.port)
     try:
-        yield cluster.sqlalchemy_url
+        yield cluster.local_sqlalchemy_url if prefer_socket else cluster.sqlalchemy_url
     finally:
         if not was_running:
             cluster.stop()

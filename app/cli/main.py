@@ -69,7 +69,7 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
     }
     settings = settings.model_copy(update=updates)
     embedded = settings.database_url is None
-    with database(settings, migrate=not no_migrate) as url:
+    with database(settings, migrate=not no_migrate, prefer_socket=True) as url:
         admin_token = None
         if embedded or settings.admin_token is None:
             admin_token, generated = bootstrap.ensure_admin_token(settings)

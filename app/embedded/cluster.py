@@ -42,6 +42,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
+from sqlalchemy.engine import URL
 
 from app.embedded.binaries import find_postgres_bindir
 from app.embedded.privileges import PgAccount, get_pg_account, prepare_owned_dir, run_as
@@ -172,6 +173,30 @@ class LocalCluster:
     def sqlalchemy_url(self) -> str:
         """SQLAlchemy URL using the psycopg (v3) driver."""
         return f"postgresql+psycopg://{self.user}@{HOST}:{self.port}/{self.database}"
+
+    @property
+    def socket_dir(self) -> Path | None:
+        """The directory of the cluster's unix socket, or None when its path would be too long
+        (or hold characters ``unix_socket_directories`` cannot take): then only TCP is served."""
+        return self._socket_dir_for(self.port)
+
+    @property
+    def local_sqlalchemy_url(self) -> str:
+        """The URL for a process on this machine: through the unix socket when there is one.
+
+        A statement over a unix socket costs both ends less CPU than over TCP loopback (no TCP
+        stack), which a server on the same machine as its database notices in every request.
+        """
+        socket_dir = self.socket_dir
+        if socket_dir is None:
+            return self.sqlalchemy_url
+        url = URL.create(
+            "postgresql+psycopg",
+            username=self.user,
+            database=self.database,
+            query={"host": str(socket_dir), "port": str(self.port)},
+        )
+        return url.render_as_string(hide_password=False)
 
     @property
     def libpq_dsn(self) -> str:
@@ -396,18 +421,25 @@ class LocalCluster:
             options += ["-c", f"{name}={value}"]
         return shlex.join(options)
 
-    def _socket_setting(self, port: int) -> dict[str, str]:
+    def _socket_dir_for(self, port: int) -> Path | None:
         socket_dir = str(self.run_dir)
         socket_path = f"{socket_dir}/.s.PGSQL.{port}"
         if len(socket_path) > _SOCKET_PATH_MAX or any(c in socket_dir for c in ',"\\'):
+            return None
+        return self.run_dir
+
+    def _socket_setting(self, port: int) -> dict[str, str]:
+        socket_dir = self._socket_dir_for(port)
+        if socket_dir is None:
             logger.warning(
-                "unix socket disabled: path %s is too long or has special characters; "
-                "use TCP on %s",
-                socket_path,
+                "unix socket disabled: path %s/.s.PGSQL.%d is too long or has special "
+                "characters; use TCP on %s",
+                self.run_dir,
+                port,
                 HOST,
             )
             return {"unix_socket_directories": ""}
-        return {"unix_socket_directories": socket_dir}
+        return {"unix_socket_directories": str(socket_dir)}
 
     def _stop_locked(self, mode: str, timeout: float) -> None:
         if not self.is_running():
