@@ -457,26 +457,31 @@ class QueueService:
                 validation.text(f"fail[{index}].error", item.error)
         queue = await self.get_queue_or_404(namespace, queue_name)
 
-        def well_formed(items: Sequence[LeaseRef]) -> list[LeaseRef]:
-            return [i for i in items if _could_exist(validation.MESSAGE_ID_PATTERN, i.id)]
+        # Each lease id as the database compares it, resolved once per item.
+        to_complete = [(i, _lease_uuid(i.lease_id)) for i in complete]
+        to_fail = [(i, _lease_uuid(i.lease_id)) for i in fail]
+
+        def well_formed(item: LeaseRef) -> bool:
+            return _could_exist(validation.MESSAGE_ID_PATTERN, item.id)
 
         completed = await self.store.complete_many(
-            queue, [(i.id, _lease_uuid(i.lease_id)) for i in well_formed(complete)]
+            queue, [(i.id, lease) for i, lease in to_complete if well_formed(i)]
         )
         failed = await self.store.fail_many(
-            queue, [(i.id, _lease_uuid(i.lease_id), i.error) for i in well_formed(fail)]
+            queue, [(i.id, lease, i.error) for i, lease in to_fail if well_formed(i)]
         )
         self.observer.transitioned(queue, Event.COMPLETE, len(completed))
         self.observer.transitioned(queue, Event.FAIL, len(failed))
         # Each item is judged by its own (id, lease) pair: a stale lease listed next to the
         # current one for the same id is refused, as fencing requires.
-        refused = {i.id for i in complete if (i.id, _lease_uuid(i.lease_id)) not in completed}
-        refused |= {i.id for i in fail if (i.id, _lease_uuid(i.lease_id)) not in failed}
+        refused = {i.id for i, lease in to_complete if (i.id, lease) not in completed}
+        refused |= {i.id for i, lease in to_fail if (i.id, lease) not in failed}
         known = [i for i in refused if _could_exist(validation.MESSAGE_ID_PATTERN, i)]
         guards = await self.store.guard_states(queue, known) if known else {}
 
-        def result(item: LeaseRef, done: set[tuple[str, str]], *, completing: bool) -> AckResult:
-            lease = _lease_uuid(item.lease_id)
+        def result(
+            item: LeaseRef, lease: str | None, done: set[tuple[str, str]], *, completing: bool
+        ) -> AckResult:
             if (item.id, lease) in done:
                 return AckResult(item.id, ok=True)
             guard = guards.get(item.id)
@@ -487,8 +492,8 @@ class QueueService:
                 return AckResult(item.id, ok=True)
             return AckResult(item.id, ok=False, error=LeaseMismatchError.code)
 
-        return [result(i, completed, completing=True) for i in complete] + [
-            result(i, failed, completing=False) for i in fail
+        return [result(i, lease, completed, completing=True) for i, lease in to_complete] + [
+            result(i, lease, failed, completing=False) for i, lease in to_fail
         ]
 
     # --- managing messages ----------------------------------------------------------------------
