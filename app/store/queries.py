@@ -12,6 +12,8 @@ from typing import Final
 
 from sqlalchemy import TextClause, text
 
+from app.core.validation import MAX_BATCH_DEQUEUE
+
 # Columns returned wherever a full message is read. max_attempts and lease_seconds resolve a
 # per-message override against the queue's current setting (:queue_max_attempts, :queue_lease).
 MESSAGE_COLUMNS_SQL = """
@@ -338,8 +340,8 @@ def messages_dequeue(
     database CPU than running it (0.49 -> 0.22 ms per claim, docs/adr/0009-claim-plans.md).
     The counts a consumer uses are few; claims with a filter beyond the key stay custom-planned.
     """
-    if not (isinstance(count, int) and 1 <= count <= 1000):
-        raise ValueError(f"claim count must be an integer from 1 to 1000, not {count!r}")
+    if not (isinstance(count, int) and 1 <= count <= MAX_BATCH_DEQUEUE):
+        raise ValueError(f"claim count must be an integer from 1 to {MAX_BATCH_DEQUEUE}: {count!r}")
     match = " ".join(condition for on, condition in ((keyed, _KEYED), (filtered, _FILTERED)) if on)
     if exclusive:
         return text(_dequeue_exclusive(match, count, exclusive_scan(count)) + _DEQUEUE_GRANT)
