@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from bench.harness import BENCH, Environment, median, percentile
 
@@ -123,11 +122,11 @@ class Ctx:
     @property
     def dsn_uri(self) -> str:
         """PgQueuer's (asyncpg's) connection URI: through the unix socket, like the server."""
-        c = self.env.cluster
-        assert c is not None
-        if c.socket_dir is None:
-            return f"postgresql://{c.user}@{c.host}:{c.port}/{c.database}"
-        return f"postgresql://{c.user}@/{c.database}?host={quote(str(c.socket_dir))}&port={c.port}"
+        from sqlalchemy.engine import make_url
+
+        assert self.env.cluster is not None
+        url = make_url(self.env.cluster.local_sqlalchemy_url).set(drivername="postgresql")
+        return url.render_as_string(hide_password=False)  # asyncpg reads a "+" as a space
 
 
 # --- preparation in SQL --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -39,8 +40,24 @@ MAX_BACKOFF_SECONDS = 5.0
 
 
 def psycopg_dsn(url: str | URL) -> str:
-    """A libpq connection string for a SQLAlchemy URL (``postgresql+psycopg://…``)."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    """A libpq connection string for a SQLAlchemy URL (``postgresql+psycopg://…``): the same
+    parameters its engine connects with, query ones (a unix socket's ``host``) included.
+
+    Written as ``key=value`` pairs, not rendered back into a URL: a rendered query encodes a
+    space as ``+``, which libpq reads literally, so a socket directory with a space in its path
+    would be lost.
+    """
+    parsed = make_url(url)
+    params: dict[str, str | int | None] = {
+        "host": parsed.host,
+        "port": parsed.port,
+        "user": parsed.username,
+        "password": parsed.password,
+        "dbname": parsed.database,
+    }
+    for key, value in parsed.query.items():
+        params[key] = value if isinstance(value, str) else ",".join(value)
+    return make_conninfo("", **{key: value for key, value in params.items() if value is not None})
 
 
 class NotificationListener:
