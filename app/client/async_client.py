@@ -208,7 +208,8 @@ class AsyncClient:
             ttl_seconds=ttl_seconds,
             expires_at=expires_at,
         )
-        return (await self.send(calls.enqueue(queue, [message])))[0]
+        [outcome] = await self.send(calls.enqueue(queue, [message]))
+        return outcome
 
     async def enqueue_many(self, queue: str, messages: Iterable[NewMessage]) -> list[Enqueued]:
         """Enqueue 1 to 1000 messages, all or nothing; the outcomes in order."""

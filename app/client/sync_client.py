@@ -209,7 +209,8 @@ class Client:
             ttl_seconds=ttl_seconds,
             expires_at=expires_at,
         )
-        return (self.send(calls.enqueue(queue, [message])))[0]
+        [outcome] = self.send(calls.enqueue(queue, [message]))
+        return outcome
 
     def enqueue_many(self, queue: str, messages: Iterable[NewMessage]) -> list[Enqueued]:
         """Enqueue 1 to 1000 messages, all or nothing; the outcomes in order."""

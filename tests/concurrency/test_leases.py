@@ -15,7 +15,6 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import msgspec
 import pytest
 import sqlalchemy as sa
 from psycopg import errors as pg_errors
@@ -305,13 +304,11 @@ async def test_detector_finds_overlaps_without_index_and_guard(
     queue, ids = await exclusive_setup(service, values=50, per_value=5)
     async with engine.begin() as conn:
         await conn.execute(sa.text("DROP INDEX messages_running_exclusive_uidx"))
-    encode = msgspec.json.Encoder()
 
     async def unguarded_claim(count: int) -> list[Claimed]:
         # The simple-queue dequeue: no NOT EXISTS, no one-per-value, on the exclusive queue.
         params = {
             "queue_id": queue.id,
-            "filter": encode.encode({}).decode(),
             "lease_override": None,
             "queue_lease": 600,
         }

@@ -367,7 +367,6 @@ async def unguarded_consumer(
     the unique index stands between it and two running messages of one value."""
     params = {
         "queue_id": queue_id,
-        "filter": "{}",
         "lease_override": 5,
         "queue_lease": 5,
     }
