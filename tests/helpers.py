@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.errors import ConflictError
 from app.core.models import Queue, QueueConfig
 from app.core.service import QueueService
-from app.core.states import Event, allowed_from
+from app.core.states import Event
 from app.store import queries
 
 # Columns of ``messages`` whose timestamps the helpers may shift.
@@ -127,7 +127,7 @@ async def make_due(
 
 async def release_expired(engine: AsyncEngine, batch: int = 1000) -> int:
     """Run the scheduler's release of expired leases once; returns how many were released."""
-    params = {"from_states": allowed_from(Event.LEASE_EXPIRE), "batch": batch}
+    params = {"from_states": queries.from_states(Event.LEASE_EXPIRE), "batch": batch}
     async with engine.begin() as conn:
         rows = (await conn.execute(queries.MESSAGES_RELEASE_EXPIRED, params)).mappings().all()
     return sum(row["n"] for row in rows)

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.core.states import Event, allowed_from
+from app.core.states import Event
 from app.store import queries
 
 BATCH = 5000
@@ -58,20 +58,24 @@ async def _repeat(conn: AsyncConnection, stmt: TextClause, params: dict[str, obj
 async def promote_due(conn: AsyncConnection) -> int:
     """invisible -> pending for every message whose ``visible_at`` has passed."""
     return await _repeat(
-        conn, queries.MESSAGES_PROMOTE_DUE, {"from_states": allowed_from(Event.PROMOTE)}
+        conn, queries.MESSAGES_PROMOTE_DUE, {"from_states": queries.from_states(Event.PROMOTE)}
     )
 
 
 async def release_expired_leases(conn: AsyncConnection) -> int:
     """running -> pending/invisible/errored for every lease past ``lease_expires_at``."""
     return await _repeat(
-        conn, queries.MESSAGES_RELEASE_EXPIRED, {"from_states": allowed_from(Event.LEASE_EXPIRE)}
+        conn,
+        queries.MESSAGES_RELEASE_EXPIRED,
+        {"from_states": queries.from_states(Event.LEASE_EXPIRE)},
     )
 
 
 async def expire_messages(conn: AsyncConnection) -> int:
     """live -> canceled (``last_error = 'expired'``) for every message past ``expires_at``."""
-    return await _repeat(conn, queries.MESSAGES_EXPIRE, {"from_states": allowed_from(Event.EXPIRE)})
+    return await _repeat(
+        conn, queries.MESSAGES_EXPIRE, {"from_states": queries.from_states(Event.EXPIRE)}
+    )
 
 
 async def tick(conn: AsyncConnection) -> TickResult:

@@ -208,14 +208,6 @@ def _claim_sql(count: int, *, exclusive: bool, keyed: bool, filtered: bool) -> L
     return driver_sql(claim)
 
 
-@functools.cache
-def _from_states(event: Event) -> str:
-    """The states ``event`` may happen from (:func:`allowed_from`) as an array literal such as
-    ``{running}``, for a guard's ``CAST(:from_states AS message_state[])``: psycopg dumps one
-    string for a fraction of what inspecting and dumping a list costs it on every statement."""
-    return "{" + ",".join(allowed_from(event)) + "}"
-
-
 def _encode_cursor(values: Sequence[int]) -> str:
     return base64.urlsafe_b64encode(_json.encode(list(values))).decode().rstrip("=")
 
@@ -695,7 +687,7 @@ class PostgresStore:
         bound = {
             **_queue_params(queue),
             "id": message_id,
-            "from_states": _from_states(event),
+            "from_states": queries.from_states(event),
             **params,
         }
         async with self._driver() as driver:
@@ -809,7 +801,7 @@ class PostgresStore:
         params = {
             **_queue_params(queue),
             "items": batches.lease_items(items),
-            "from_states": _from_states(Event.COMPLETE),
+            "from_states": queries.from_states(Event.COMPLETE),
         }
         return {(row.id, row.lease_id) for row in await self._driver_rows(_COMPLETE_MANY, params)}
 
@@ -824,7 +816,7 @@ class PostgresStore:
             **_queue_params(queue),
             "items": batches.failed_items(items),
             "retry_delay": None,
-            "from_states": _from_states(Event.FAIL),
+            "from_states": queries.from_states(Event.FAIL),
         }
         return {(row.id, row.lease_id) for row in await self._driver_rows(_FAIL_MANY, params)}
 
