@@ -160,3 +160,34 @@ def test_servers_starting_together_upgrade_an_empty_database_once(postgres, empt
         output, _ = upgrade.communicate(timeout=120)
         assert upgrade.returncode == 0, output.decode()
     assert _revision(dsn) == migrate.head_revision()
+
+
+def test_timestamps_stored_out_of_range_are_brought_within_the_bounds(postgres, empty_database):
+    """Migration 0009: values stored before validation bounded them become readable again."""
+    url = postgres.url(empty_database)
+    dsn = postgres.dsn(empty_database)
+    migrate.upgrade(url, "0008")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO namespaces (name) VALUES ('ns')")
+        conn.execute(
+            "INSERT INTO tokens (id, namespace, secret_hash, expires_at)"
+            " VALUES (gen_random_uuid(), 'ns', 'h', '0001-01-01 00:00:00+14')"
+        )
+        conn.execute(
+            "INSERT INTO queues (namespace, name, kind, lease_seconds, delay_seconds, max_attempts,"
+            " retry_delay_seconds, retry_delay_max_seconds, retention_seconds)"
+            " VALUES ('ns', 'q', 'simple', 30, 0, 3, 0, 3600, 604800)"
+        )
+        conn.execute(
+            "INSERT INTO messages (queue_id, id, priority, state, visible_at, expires_at)"
+            " SELECT id, 'm', 0, 'invisible', '9999-12-31 23:59:59-14', '0001-01-01 00:00:00+14'"
+            " FROM queues"
+        )
+    migrate.upgrade(url)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        visible, expires = conn.execute("SELECT visible_at, expires_at FROM messages").fetchone()
+        (token_expires,) = conn.execute("SELECT expires_at FROM tokens").fetchone()
+    # Read back by the driver (this is what failed), at the bounds.
+    assert (visible.year, expires.year, token_expires.year) == (9999, 1, 1)
+    assert (visible.month, visible.day, expires.day, token_expires.day) == (12, 30, 2, 2)

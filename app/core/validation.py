@@ -1,9 +1,17 @@
-"""Input rules (PRODUCT.md §1, §3): every edge validates through these functions, so the HTTP API,
-the CLI and the pipeline refuse the same things with the same field names.
+"""Input rules: every edge validates through these functions, so the HTTP API, the CLI, the
+dashboard and the pipeline refuse the same things with the same field names.
 
 Types (int vs str, strictness) are the edges' business; these functions check ranges, lengths,
 patterns and the rules that tie fields together. Each raises :class:`ValidationError` naming the
 offending field, before anything is written.
+
+The ranges are those the server can store *and read back*: every integer fits its column
+(``bigint`` priorities, ``integer`` counts and seconds), every timestamp a client sends lies
+within :data:`EARLIEST_TIMESTAMP` .. :data:`LATEST_TIMESTAMP`, every timestamp the server
+derives (``now()`` plus at most :data:`MAX_RETENTION_SECONDS`) stays far inside it, text is
+Unicode without NUL characters, and a payload is JSON that ``jsonb`` holds as it was sent
+(:mod:`app.core.jsonb`). So a value that was accepted can always be returned, and the database's
+own refusals are left for what no rule can foresee.
 """
 
 from __future__ import annotations
@@ -11,9 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from app.core import jsonb
 from app.core.errors import PayloadTooLargeError, ValidationError
 from app.core.models import (
     IMMUTABLE_QUEUE_FIELDS,
@@ -26,6 +35,7 @@ from app.core.states import State
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
 MAX_DELAY_SECONDS = 365 * 24 * 3600
 MAX_LEASE_SECONDS = 12 * 3600
 MAX_ATTEMPTS = 1000
@@ -39,6 +49,16 @@ MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 256
 MAX_TEXT = 4096
+MAX_PAYLOAD_DEPTH = 512
+
+EARLIEST_TIMESTAMP = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_TIMESTAMP = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
+"""The timestamps a client may send, bounds included, compared in UTC (after the offset).
+
+PostgreSQL's ``timestamptz`` would take far more (4713 BC to 294276 AD), but the server reads
+timestamps back as Python datetimes, which end at years 1 and 9999 *in the database session's
+time zone* (up to 16 hours from UTC): a day inside each end keeps every accepted timestamp
+readable whatever that zone, and encodable as RFC 3339 on the way out."""
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,200}")
@@ -75,11 +95,17 @@ def integer(field: str, value: int, low: int, high: int) -> int:
 
 
 def text(field: str, value: str, max_length: int = MAX_TEXT) -> str:
-    """Free text: bounded, and without NUL characters (PostgreSQL cannot store them)."""
+    """Free text: bounded, without NUL characters (PostgreSQL cannot store them) and without
+    lone surrogates (not Unicode text: no UTF-8 encoding exists for them)."""
     if len(value) > max_length:
         raise ValidationError(field, f"must be at most {max_length} characters")
     if "\x00" in value:
         raise ValidationError(field, "must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValidationError(field, "must be Unicode text (no lone surrogates)") from None
     return value
 
 
@@ -87,6 +113,20 @@ def aware(field: str, value: datetime) -> datetime:
     """A timestamp with a time zone (naive times are ambiguous for a delay queue)."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(field, "must include a time zone, e.g. 2030-01-01T00:00:00Z")
+    return value
+
+
+def timestamp(field: str, value: datetime) -> datetime:
+    """A timestamp with a time zone, within :data:`EARLIEST_TIMESTAMP` ..
+    :data:`LATEST_TIMESTAMP` once its offset is applied (``0001-01-01T00:00:00+14:00`` is
+    year 0 in UTC: refused)."""
+    aware(field, value)
+    if not EARLIEST_TIMESTAMP <= value <= LATEST_TIMESTAMP:
+        raise ValidationError(
+            field,
+            "must be between 0001-01-02T00:00:00Z and 9999-12-30T23:59:59.999999Z"
+            " once its UTC offset is applied",
+        )
     return value
 
 
@@ -103,10 +143,15 @@ def metadata(field: str, value: Mapping[str, str]) -> dict[str, str]:
 
 
 def payload(field: str, value: bytes, limits: Limits) -> bytes:
-    """A JSON payload no larger than the configured limit and free of ``\\u0000``.
+    """A JSON payload that PostgreSQL's ``jsonb`` stores and returns as sent, within the
+    configured limit.
 
-    PostgreSQL's jsonb cannot hold a NUL character, so such a payload is refused here, where the
-    field can be named, rather than failing in the database.
+    ``jsonb`` cannot hold a NUL character (``\\u0000``), nor a number beyond ``numeric``'s
+    range (``1e131072``), and it returns numbers written out in full (``1e300`` comes back as
+    301 digits, and counts so against the limit): such payloads are refused here, where the
+    field can be named, rather than failing in the database or coming back larger than the
+    limit. Nesting is bounded too (:data:`MAX_PAYLOAD_DEPTH`), below what PostgreSQL's parser
+    refuses.
     """
     if len(value) > limits.max_payload_bytes:
         raise PayloadTooLargeError(
@@ -120,6 +165,24 @@ def payload(field: str, value: bytes, limits: Limits) -> bytes:
         raise ValidationError(field, "must be UTF-8 encoded JSON") from None
     if b"\\u0000" in value and _has_escaped_nul(value):
         raise ValidationError(field, "must not contain the NUL character \\u0000")
+    if jsonb.deeper_than(value, MAX_PAYLOAD_DEPTH):
+        raise ValidationError(field, f"must not nest more than {MAX_PAYLOAD_DEPTH} levels deep")
+    try:
+        stored = len(value) + jsonb.number_growth(value)
+    except jsonb.UnstorableNumberError as error:
+        raise ValidationError(
+            field,
+            f"holds the number {error.number}, beyond what can be stored (at most"
+            f" {jsonb.NUMERIC_MAX_WHOLE_DIGITS} digits before the decimal point and"
+            f" {jsonb.NUMERIC_MAX_SCALE} after it, once the exponent is applied)",
+        ) from None
+    if stored > limits.max_payload_bytes:
+        raise PayloadTooLargeError(
+            f"{field} is {stored} bytes once its numbers are written out in full, as they are"
+            f" stored and returned (1e3 as 1000); the limit is {limits.max_payload_bytes}",
+            field=field,
+            limit=limits.max_payload_bytes,
+        )
     return value
 
 
@@ -155,13 +218,13 @@ def new_message(field: str, message: NewMessage, config: QueueConfig, limits: Li
     if message.delay_seconds is not None:
         integer(f"{field}.delay_seconds", message.delay_seconds, 0, MAX_DELAY_SECONDS)
     if message.visible_at is not None:
-        aware(f"{field}.visible_at", message.visible_at)
+        timestamp(f"{field}.visible_at", message.visible_at)
     if message.ttl_seconds is not None and message.expires_at is not None:
         raise ValidationError(f"{field}.expires_at", "give ttl_seconds or expires_at, not both")
     if message.ttl_seconds is not None:
         integer(f"{field}.ttl_seconds", message.ttl_seconds, 1, MAX_RETENTION_SECONDS)
     if message.expires_at is not None:
-        aware(f"{field}.expires_at", message.expires_at)
+        timestamp(f"{field}.expires_at", message.expires_at)
     if message.max_attempts is not None:
         integer(f"{field}.max_attempts", message.max_attempts, 1, MAX_ATTEMPTS)
     if message.lease_seconds is not None:
@@ -194,7 +257,7 @@ def message_changes(changes: MessageChanges, limits: Limits) -> MessageChanges:
     if changes.metadata is not None:
         metadata("metadata", changes.metadata)
     if changes.visible_at is not None:
-        aware("visible_at", changes.visible_at)
+        timestamp("visible_at", changes.visible_at)
     return changes
 
 

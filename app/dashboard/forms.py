@@ -1,7 +1,8 @@
 """What the dashboard's forms and query strings say, checked: each problem names its field.
 
 Typed values go on to the core, which applies the queue's own rules (metadata limits, id
-syntax) and raises :class:`app.core.errors.ValidationError` naming the field as well.
+syntax, :mod:`app.core.validation`) and raises :class:`app.core.errors.ValidationError` naming
+the field as well, before anything is changed: a form is either refused whole or applied.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from app.core import validation
 from app.core.models import MessageFilter
 from app.core.states import State
 
@@ -45,7 +47,7 @@ class BrowserQuery:
             states=self.states,
             metadata=self.metadata,
             priority_gte=int(self.priority_min) if self.priority_min else None,
-            priority_lt=int(self.priority_max) + 1 if self.priority_max else None,
+            priority_lt=_just_above(self.priority_max),
             order=self.order,
             limit=self.limit,
             cursor=self.cursor,
@@ -67,6 +69,13 @@ class BrowserQuery:
         values = [(k, v) for k, v in values if k not in replaced and v]
         values += [(k, v) for k, v in changes.items() if v]
         return values
+
+
+def _just_above(maximum: str) -> int | None:
+    """The exclusive bound for an inclusive ``maximum``; none above the largest priority."""
+    if not maximum or int(maximum) == validation.INT64_MAX:
+        return None
+    return int(maximum) + 1
 
 
 def parse_states(values: Sequence[str], name: str = "state") -> tuple[State, ...]:
@@ -107,8 +116,8 @@ def parse_priority(text: str, name: str) -> str:
         number = int(value)
     except ValueError:
         raise FormError(name, f"{value!r} is not a whole number") from None
-    if not -(2**63) <= number < 2**63 - 1:
-        raise FormError(name, "is out of range (64-bit)")
+    if not validation.INT64_MIN <= number <= validation.INT64_MAX:
+        raise FormError(name, f"must be between {validation.INT64_MIN} and {validation.INT64_MAX}")
     return str(number)
 
 

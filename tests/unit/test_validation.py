@@ -113,6 +113,15 @@ class _NoOffset(tzinfo):
         return None
 
 
+def test_text_refuses_lone_surrogates():
+    assert v.text("label", "ünïcødé ✓ 🦄") == "ünïcødé ✓ 🦄"
+    for bad in ("\ud800", "a\udfffb", "\udc00\ud800"):
+        with refused("label"):
+            v.text("label", bad, 200)
+    with refused("messages[0].metadata.k"):
+        v.metadata("messages[0].metadata", {"k": "\ud83d"})
+
+
 def test_aware_datetimes_only():
     assert v.aware("visible_at", NOW) is NOW
     other = datetime(2030, 1, 1, tzinfo=timezone(timedelta(hours=-5)))
@@ -121,6 +130,79 @@ def test_aware_datetimes_only():
         v.aware("visible_at", NAIVE)
     with refused("visible_at"):
         v.aware("visible_at", datetime(2030, 1, 1, tzinfo=_NoOffset()))
+
+
+PLUS_14 = timezone(timedelta(hours=14))
+MINUS_14 = timezone(timedelta(hours=-14))
+ALMOST_A_DAY = timezone(timedelta(hours=23, minutes=59))
+
+
+def test_timestamp_bounds_are_inclusive_and_in_utc():
+    earliest, latest = v.EARLIEST_TIMESTAMP, v.LATEST_TIMESTAMP
+    assert (earliest.isoformat(), latest.isoformat()) == (
+        "0001-01-02T00:00:00+00:00",
+        "9999-12-30T23:59:59.999999+00:00",
+    )
+    for good in (
+        earliest,
+        latest,
+        NOW,
+        datetime(1, 1, 2, 14, tzinfo=PLUS_14),  # 0001-01-02T00:00Z
+        datetime(9999, 12, 30, 9, 59, 59, 999999, tzinfo=MINUS_14),  # the latest, in -14:00
+    ):
+        assert v.timestamp("visible_at", good) is good
+    for bad in (
+        datetime(1, 1, 1, tzinfo=PLUS_14),  # 0000-12-31T10:00Z: year 0 in UTC
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(1, 1, 2, 13, 59, 59, 999999, tzinfo=PLUS_14),  # a microsecond too early
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=MINUS_14),  # 10000-01-01T13:59:59Z
+        datetime(9999, 12, 31, tzinfo=UTC),
+        datetime(9999, 12, 30, 10, tzinfo=MINUS_14),  # a microsecond too late
+        datetime(1, 1, 1, 23, 58, tzinfo=ALMOST_A_DAY),
+        NAIVE,
+    ):
+        with refused("visible_at"):
+            v.timestamp("visible_at", bad)
+
+
+def test_every_timestamp_field_is_bounded():
+    early = datetime(1, 1, 1, tzinfo=PLUS_14)
+    late = datetime(9999, 12, 31, 23, 59, 59, tzinfo=MINUS_14)
+    for value in (early, late):
+        with refused("messages[1].visible_at"):
+            v.new_message("messages[1]", NewMessage(visible_at=value), SIMPLE, LIMITS)
+        with refused("messages[1].expires_at"):
+            v.new_message("messages[1]", NewMessage(expires_at=value), SIMPLE, LIMITS)
+        with refused("visible_at"):
+            v.message_changes(MessageChanges(visible_at=value), LIMITS)
+
+
+def test_derived_timestamps_stay_representable():
+    """What the server adds to ``now()`` (delays, TTLs, leases, retry backoff, retention) stays
+    well inside the timestamp range for centuries."""
+    longest = max(v.MAX_DELAY_SECONDS, v.MAX_RETENTION_SECONDS, v.MAX_LEASE_SECONDS)
+    assert datetime(9000, 1, 1, tzinfo=UTC) + timedelta(seconds=longest) < v.LATEST_TIMESTAMP
+
+
+def test_integer_bounds_fit_their_columns():
+    """Every integer a client sets is stored in a column of the type checked here: ``integer``
+    (32 bits) for counts and seconds, ``bigint`` for priorities."""
+    from sqlalchemy import BigInteger, Integer
+
+    from app.store.tables import messages, queues
+
+    bounds = {
+        **{f"queues.{k}": high for k, (_, high) in v._CONFIG_BOUNDS.items()},
+        "messages.max_attempts": v.MAX_ATTEMPTS,
+        "messages.lease_seconds": v.MAX_LEASE_SECONDS,
+    }
+    for name, high in bounds.items():
+        table, column = name.split(".")
+        kind = {"queues": queues, "messages": messages}[table].c[column].type
+        assert type(kind) is Integer, name
+        assert high <= v.INT32_MAX, name
+    assert type(messages.c.priority.type) is BigInteger
+    assert (v.INT64_MIN, v.INT64_MAX) == (-(2**63), 2**63 - 1)
 
 
 # --- metadata --------------------------------------------------------------------------------
@@ -219,6 +301,67 @@ def test_payload_refused_when_one_of_several_escapes_is_a_nul():
     raw = rb'["\\u0000", "\u0000"]'
     with refused("payload"):
         v.payload("payload", raw, LIMITS)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"1e131072",  # 131073 digits before the point
+        b"-1e131072",
+        b"1e-16384",  # 16384 digits after it
+        b"0e-16384",
+        b"[1, 2, 1E+999999999]",
+        b'{"a": [0.5e2147483647]}',
+        b"1e" + b"9" * 5000,
+        b"0." + b"0" * 16384,
+    ],
+)
+def test_payload_numbers_beyond_numeric_are_refused(raw: bytes):
+    limits = v.Limits(max_payload_bytes=1 << 20)
+    with refused("messages[0].payload"):
+        v.payload("messages[0].payload", raw, limits)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"1e300",
+        b"-1.7976931348623157e+308",  # the largest double
+        b"5e-324",  # the smallest
+        b"0e999999",  # zero, whatever the exponent
+        b'"1e999999"',  # text, not a number
+        rb'{"1e999999": "\"1e999999"}',  # an escaped quote, then text
+        b"1" * 4000,
+    ],
+)
+def test_payload_numbers_within_numeric_are_accepted(raw: bytes):
+    limits = v.Limits(max_payload_bytes=1 << 20)
+    assert v.payload("payload", raw, limits) is raw
+
+
+def test_payload_counts_numbers_as_stored_against_the_limit():
+    # 1e63 is stored and returned as 64 digits: 64 bytes, the limit.
+    assert v.payload("payload", b"1e63", LIMITS) == b"1e63"
+    with pytest.raises(PayloadTooLargeError) as info:
+        v.payload("messages[3].payload", b"1e64", LIMITS)
+    assert info.value.details == {"field": "messages[3].payload", "limit": 64}
+    assert "65 bytes" in info.value.message
+
+
+def test_payload_nesting_is_bounded():
+    limits = v.Limits(max_payload_bytes=1 << 20)
+    deepest = b"[" * v.MAX_PAYLOAD_DEPTH + b"]" * v.MAX_PAYLOAD_DEPTH
+    assert v.payload("payload", deepest, limits) is deepest
+    wide = b"[" + b"[], " * 2000 + b"[]]"  # many brackets, depth 2
+    assert v.payload("payload", wide, limits) is wide
+    brackets_in_text = b'["' + b"[" * 2000 + b'"]'
+    assert v.payload("payload", brackets_in_text, limits) is brackets_in_text
+    deeper = b"[" + deepest + b"]"
+    with refused("messages[0].payload"):
+        v.payload("messages[0].payload", deeper, limits)
+    objects = b'{"a":' * (v.MAX_PAYLOAD_DEPTH + 1) + b"1" + b"}" * (v.MAX_PAYLOAD_DEPTH + 1)
+    with refused("payload"):
+        v.payload("payload", objects, limits)
 
 
 # --- states ----------------------------------------------------------------------------------
