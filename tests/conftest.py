@@ -23,7 +23,7 @@ from app.store.postgres import PostgresStore
 from tests.pg import RootSafePostgresql, start_test_postgres
 
 TEMPLATE = "sundial_template"
-ADMIN_TOKEN = "test-admin-token"
+ADMIN_TOKEN = "test-admin-token-32-characters-ok"
 _counter = itertools.count()
 
 

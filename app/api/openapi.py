@@ -1,16 +1,26 @@
-"""The OpenAPI document served at ``/schema``: its description (auth, errors, conventions) and
-the request-body documentation of handlers that decode their bodies themselves
-(:mod:`app.api.body`), which Litestar cannot see.
+"""The OpenAPI document served at ``/schema``: its description (auth, errors, conventions), the
+request-body documentation of handlers that decode their bodies themselves
+(:mod:`app.api.body`), which Litestar cannot see, and the browsable documentation.
+
+The browsable documentation is Swagger UI, served from files in this package
+(``app/api/static/swagger-ui``, copied unmodified from the npm package ``swagger-ui-dist``, with
+their licenses): Litestar's render plugins load their scripts, styles and icons from public
+CDNs by default, which an air-gapped host cannot reach. ``/schema`` and ``/schema/swagger`` are
+the page; ``/schema/openapi.json`` and ``/schema/openapi.yaml`` the document.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any, cast
 
 import msgspec
+from litestar import Router
+from litestar.datastructures import CacheControlHeader
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, YamlRenderPlugin
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
@@ -19,9 +29,17 @@ from litestar.openapi.spec import (
     Schema,
     SecurityScheme,
 )
+from litestar.static_files import create_static_files_router
 
 BEARER = "bearer"
 SECURITY: list[dict[str, list[str]]] = [{BEARER: []}]
+
+SCHEMA_PATH = "/schema"
+ASSETS_PATH = f"{SCHEMA_PATH}/static"
+"""Where the Swagger UI files are served."""
+SWAGGER_UI = Path(__file__).parent / "static" / "swagger-ui"
+SWAGGER_UI_VERSION = "5.35.0"
+"""The version of the files in :data:`SWAGGER_UI` (its ``SOURCE.txt`` says how to update)."""
 
 DESCRIPTION = """\
 Sundial: a priority and delay queue server on PostgreSQL.
@@ -30,7 +48,8 @@ Sundial: a priority and delay queue server on PostgreSQL.
 (server configuration, `SUNDIAL_ADMIN_TOKEN`) may call everything; a namespace token may call the
 data plane (queues and messages) of its own namespace only. Missing or unknown token: 401
 `unauthorized`; a valid token for another namespace or for an admin-only endpoint: 403
-`forbidden`. `/healthz`, `/readyz` and `/schema` need no token.
+`forbidden`. A client address that sent too many unknown tokens recently gets 429 `rate_limited`
+with `Retry-After` for any token until then. `/healthz`, `/readyz` and `/schema` need no token.
 
 **Errors.** Every non-2xx answer has the body
 `{"error": {"code": "<code>", "message": "<text>", "details": {...}}}`. Codes and statuses:
@@ -65,6 +84,34 @@ def package_version() -> str:
         return "0.0.0"
 
 
+class PackagedSwaggerUI(SwaggerRenderPlugin):
+    """Swagger UI at ``/schema`` and ``/schema/swagger``, every file it loads served from this
+    package under :data:`ASSETS_PATH` (same origin, no CDN)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            version=SWAGGER_UI_VERSION,
+            js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            css_url=f"{ASSETS_PATH}/swagger-ui.css",
+            standalone_preset_js_url=f"{ASSETS_PATH}/swagger-ui-standalone-preset.js",
+            favicon=f"<link rel='icon' type='image/png' href='{ASSETS_PATH}/favicon-32x32.png'>",
+            path=["/", "/swagger"],
+        )
+
+    def receive_router(self, router: Router) -> None:
+        """Add the static files to the schema's router (next to the OAuth2 redirect page)."""
+        super().receive_router(router)
+        router.register(
+            create_static_files_router(
+                ASSETS_PATH.removeprefix(SCHEMA_PATH),
+                directories=[SWAGGER_UI],
+                name="schema-static",
+                include_in_schema=False,
+                cache_control=CacheControlHeader(max_age=3600),
+            )
+        )
+
+
 def config() -> OpenAPIConfig:
     """The OpenAPI configuration: served at ``/schema`` (``/schema/openapi.json``)."""
     return OpenAPIConfig(
@@ -80,7 +127,12 @@ def config() -> OpenAPIConfig:
                 )
             }
         ),
-        path="/schema",
+        path=SCHEMA_PATH,
+        render_plugins=[
+            PackagedSwaggerUI(),
+            JsonRenderPlugin(),
+            YamlRenderPlugin(),
+        ],
         use_handler_docstrings=True,
     )
 

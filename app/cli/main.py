@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 
 from app import bootstrap
 from app.cli.database import database, split_queue_path
@@ -25,7 +26,7 @@ from app.cli.messages import COMMANDS as MESSAGE_COMMANDS
 from app.cli.pipeline import pipeline
 from app.cli.reader import create_reader
 from app.cli.work import work
-from app.config import get_settings
+from app.config import Settings, describe_invalid, get_settings
 from app.core.errors import SundialError
 from app.core.models import QueueConfig
 from app.core.service import QueueService
@@ -39,6 +40,14 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+
+
+def _server_settings() -> Settings:
+    """The configuration, or a stop with what is wrong in it (no traceback, no values)."""
+    try:
+        return get_settings()
+    except ValidationError as error:
+        raise click.ClickException(describe_invalid(error)) from None
 
 
 @click.group()
@@ -60,7 +69,7 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
     """
     import uvicorn
 
-    settings = get_settings()
+    settings = _server_settings()
     _configure_logging(settings.log_level)
     updates: dict[str, Any] = {
         key: value
@@ -80,6 +89,7 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
         if admin_token is not None:
             os.environ["SUNDIAL_ADMIN_TOKEN"] = admin_token
         get_settings.cache_clear()
+        _server_settings()  # what the workers will read, the data dir's admin token included
         click.echo(
             f"Sundial listening on http://{settings.host}:{settings.port}"
             f" ({settings.workers} workers); API docs at /schema"

@@ -9,12 +9,12 @@ from typing import Any
 from litestar import Request
 from litestar.exceptions import HTTPException, PermissionDeniedException
 from litestar.response import Template
-from litestar.types import ExceptionHandlersMap
+from litestar.types import ExceptionHandler, ExceptionHandlersMap
 
 from app.api.errors import status_for
 from app.core.errors import SundialError, ValidationError
 from app.dashboard.forms import FormError
-from app.dashboard.security import PREFIX
+from app.dashboard.security import PREFIX, is_dashboard_path
 
 log = logging.getLogger("sundial.dashboard")
 
@@ -79,3 +79,18 @@ HTML_HANDLERS: ExceptionHandlersMap = {
     HTTPException: _http_exception,
     Exception: _unexpected,
 }
+
+
+def html_under_dashboard(
+    api_handler: ExceptionHandler[Exception],
+) -> ExceptionHandler[Exception]:
+    """The app's handler of Litestar's HTTP exceptions, for the errors no route of the dashboard
+    sees (a path under ``/dashboard`` that matches nothing: 404; a method it does not take:
+    405): the dashboard's error page there, ``api_handler``'s JSON everywhere else."""
+
+    def handler(request: Request[Any, Any, Any], exc: Exception) -> Any:
+        if is_dashboard_path(request.url.path):
+            return _http_exception(request, exc)
+        return api_handler(request, exc)
+
+    return handler

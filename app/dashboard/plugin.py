@@ -3,16 +3,19 @@ its routes under ``/dashboard``, its templates and its static files to the app.
 
 Only the dashboard's routes get the session and CSRF middleware, and none of them appear in the
 OpenAPI schema; the REST API is untouched (it keeps its bearer tokens and has no CSRF check).
-Without an admin token there is nobody to sign in, and the dashboard is not mounted.
+Every answer under ``/dashboard`` gets the security headers from an app-wide ``before_send``
+hook, the one place that sees them all (the router's own 404 and 405, static files, error
+handlers). Without an admin token there is nobody to sign in, and the dashboard is not mounted.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from litestar import Router
+from litestar import Litestar, Router
 from litestar.config.app import AppConfig
 from litestar.datastructures import CacheControlHeader
+from litestar.exceptions import HTTPException
 from litestar.plugins import InitPluginProtocol
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
@@ -22,15 +25,18 @@ from app.api.errors import EXCEPTION_HANDLERS as JSON_HANDLERS
 from app.config import Settings
 from app.dashboard import auth, dead_letters, live, messages, pages
 from app.dashboard.common import start_insights
-from app.dashboard.errors import HTML_HANDLERS
+from app.dashboard.errors import HTML_HANDLERS, html_under_dashboard
 from app.dashboard.format import FILTERS
 from app.dashboard.security import (
     PREFIX,
+    SESSION_IDLE_SECONDS,
+    SESSIONS_STATE_KEY,
+    add_security_headers,
     middleware,
     require_api_login,
     require_page_login,
-    security_headers,
 )
+from app.store.sessions import DashboardSessions
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -39,6 +45,14 @@ STATIC = HERE / "static"
 
 def _register_filters(engine: JinjaTemplateEngine) -> None:
     engine.engine.filters.update(FILTERS)
+
+
+async def start_sessions(app: Litestar) -> None:
+    """``on_startup``: the server-side sessions, over the runtime's engine (made by the app's
+    lifespan, which runs first)."""
+    app.state[SESSIONS_STATE_KEY] = DashboardSessions(
+        app.state.runtime.engine, SESSION_IDLE_SECONDS
+    )
 
 
 def dashboard_router(admin_token: str) -> Router:
@@ -63,7 +77,6 @@ def dashboard_router(admin_token: str) -> Router:
         route_handlers=[*auth.HANDLERS, pages_router, live_router],
         middleware=middleware(admin_token),
         exception_handlers=HTML_HANDLERS,
-        after_request=security_headers,
         include_in_schema=False,
     )
 
@@ -95,5 +108,9 @@ class DashboardPlugin(InitPluginProtocol):
             engine=JinjaTemplateEngine,
             engine_callback=_register_filters,
         )
-        app_config.on_startup.append(start_insights)
+        app_config.on_startup.extend([start_insights, start_sessions])
+        app_config.before_send.append(add_security_headers)
+        handlers = app_config.exception_handlers
+        if (api_handler := handlers.get(HTTPException)) is not None:
+            handlers[HTTPException] = html_under_dashboard(api_handler)
         return app_config

@@ -1,12 +1,17 @@
-"""Signing in to the dashboard: an encrypted session cookie, CSRF-checked forms, and headers.
+"""Signing in to the dashboard: an encrypted session cookie backed by a server-side session,
+CSRF-checked forms, and security headers.
 
-- The session is Litestar's client-side cookie session (AES-GCM, ``HttpOnly``,
-  ``SameSite=Strict``, path ``/dashboard``), so every server worker process accepts every
-  session without shared state. It only says "signed in as the admin".
+- The session cookie is Litestar's client-side cookie session (AES-GCM, ``HttpOnly``,
+  ``SameSite=Strict``, path ``/dashboard``). It carries only a random session id; the session is
+  live while the database has it (:mod:`app.store.sessions`), so signing out ends it in every
+  server worker process and every server on the database, and a copy of the cookie stops
+  working at once.
 - Forms carry Litestar's CSRF token (double submit: a signed cookie and a hidden field that
   must match); a POST without it is refused with 403.
 - Both secrets are derived from the admin token (HMAC-SHA256 with a fixed label each), which
   every worker already shares: no new setting, and changing the admin token signs everyone out.
+- Every answer under ``/dashboard`` (pages, redirects, static files, error pages, the 404 of a
+  path that matches nothing) carries the security headers (:func:`add_security_headers`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from litestar.middleware import DefineMiddleware
 from litestar.middleware.csrf import CSRFMiddleware
 from litestar.middleware.session.client_side import CookieBackendConfig
 from litestar.response import Redirect
-from litestar.types import ASGIApp
+from litestar.types import ASGIApp, Message, Scope
+
+from app.store.sessions import DashboardSessions
 
 PREFIX = "/dashboard"
 LOGIN_PATH = f"{PREFIX}/login"
@@ -31,6 +38,10 @@ SESSION_COOKIE = "sundial_session"
 CSRF_COOKIE = "sundial_csrf"
 SESSION_IDLE_SECONDS = 8 * 3600
 """A session unused this long expires (each page view renews it)."""
+SESSION_ID_KEY = "sid"
+"""The key of the session id in the session cookie's data."""
+SESSIONS_STATE_KEY = "dashboard_sessions"
+"""Where the app keeps its :class:`DashboardSessions` (made at startup)."""
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -80,10 +91,29 @@ def middleware(admin_token: str) -> list[DefineMiddleware]:
     ]
 
 
-def signed_in(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
-    """Whether the connection carries a live admin session."""
+def sessions(connection: ASGIConnection[Any, Any, Any, Any]) -> DashboardSessions:
+    """The server-side sessions of the app serving ``connection``."""
+    value: DashboardSessions = connection.app.state[SESSIONS_STATE_KEY]
+    return value
+
+
+def session_id(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    """The session id the connection's cookie carries, if any."""
     session = connection.scope.get("session")
-    return isinstance(session, dict) and session.get("admin") is True
+    value = session.get(SESSION_ID_KEY) if isinstance(session, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+async def signed_in(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+    """Whether the connection carries a live admin session. A cookie whose session has ended
+    (signed out, expired) is dropped: the answer deletes it."""
+    current = session_id(connection)
+    if current is None:
+        return False
+    if await sessions(connection).touch(current):
+        return True
+    connection.clear_session()
+    return False
 
 
 def safe_next(target: str | None) -> str:
@@ -100,7 +130,7 @@ def safe_next(target: str | None) -> str:
 
 async def require_page_login(connection: ASGIConnection[Any, Any, Any, Any]) -> Redirect | None:
     """``before_request`` of the pages: to the sign-in page unless signed in."""
-    if signed_in(connection):
+    if await signed_in(connection):
         return None
     target = connection.url.path + (f"?{connection.url.query}" if connection.url.query else "")
     return Redirect(LOGIN_PATH, query_params={"next": target}, status_code=303)
@@ -108,7 +138,7 @@ async def require_page_login(connection: ASGIConnection[Any, Any, Any, Any]) -> 
 
 async def require_api_login(connection: ASGIConnection[Any, Any, Any, Any]) -> Response[Any] | None:
     """``before_request`` of the live JSON endpoints: 401 unless signed in."""
-    if signed_in(connection):
+    if await signed_in(connection):
         return None
     return Response(
         {"error": {"code": "unauthorized", "message": "sign in to the dashboard", "details": {}}},
@@ -116,10 +146,29 @@ async def require_api_login(connection: ASGIConnection[Any, Any, Any, Any]) -> R
     )
 
 
-def security_headers(response: Response[Any]) -> Response[Any]:
-    """``after_request`` of every dashboard response: no caching, no framing, strict CSP."""
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "same-origin"
-    return response
+def is_dashboard_path(path: str) -> bool:
+    """Whether ``path`` is the dashboard's (anything under ``/dashboard``)."""
+    return path == PREFIX or path.startswith(f"{PREFIX}/")
+
+
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+)
+_REPLACED = {name for name, _ in SECURITY_HEADERS}
+
+
+async def add_security_headers(message: Message, scope: Scope) -> None:
+    """``before_send`` hook of the app: every answer under ``/dashboard``, whatever made it (a
+    page, a redirect, a static file, an error handler, the router's 404 or 405), gets the
+    security headers: a strict CSP, no framing, no sniffing, no referrer to other sites, and
+    ``Cache-Control: no-store`` unless it says how to cache (static files do)."""
+    if message["type"] != "http.response.start" or not is_dashboard_path(scope["path"]):
+        return
+    headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() not in _REPLACED]
+    if not any(k.lower() == b"cache-control" for k, _ in headers):
+        headers.append((b"cache-control", b"no-store"))
+    headers.extend(SECURITY_HEADERS)
+    message["headers"] = headers

@@ -31,13 +31,17 @@ BODY_LIMIT = 64 * 1024
 
 
 def make_settings(database_url: str | None, **overrides: Any) -> Settings:
-    """Test settings: no scheduler, the test admin token, small limits, no .env file."""
+    """Test settings: no scheduler, the test admin token, small limits, no throttle of failed
+    authentication, no .env file."""
     values: dict[str, Any] = {
         "database_url": database_url,
         "admin_token": SecretStr(ADMIN_TOKEN),
         "scheduler_enabled": False,
         "max_payload_bytes": PAYLOAD_LIMIT,
         "max_body_bytes": BODY_LIMIT,
+        # Tests send many unknown or revoked tokens from one address; the throttle of failed
+        # authentication has tests of its own (tests/api/test_throttle.py), which turn it on.
+        "auth_failure_limit": 0,
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

@@ -16,6 +16,7 @@ from app.api import create_app
 from app.core.service import QueueService
 from app.dashboard.security import CSRF_COOKIE, SESSION_COOKIE
 from tests.api.conftest import make_settings, serve
+from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.conftest import Browser, csrf_of
 from tests.helpers import make_queue
 
@@ -105,7 +106,7 @@ async def test_sign_in_returns_to_the_page_asked_for(browser: Browser) -> None:
     response = await browser.post_form(
         "/dashboard/login",
         [
-            ("token", "test-admin-token"),
+            ("token", ADMIN_TOKEN),
             ("next", "/dashboard/dead-letters"),
             ("_csrf_token", csrf_of(page)),
         ],
@@ -128,7 +129,7 @@ async def test_sign_in_never_sends_anyone_off_the_dashboard(browser: Browser) ->
         page = await browser.get("/dashboard/login")
         response = await browser.post_form(
             "/dashboard/login",
-            [("token", "test-admin-token"), ("next", target), ("_csrf_token", csrf_of(page))],
+            [("token", ADMIN_TOKEN), ("next", target), ("_csrf_token", csrf_of(page))],
         )
         assert response.status_code == 303, target
         assert response.headers["location"] == "/dashboard/", target
@@ -136,7 +137,7 @@ async def test_sign_in_never_sends_anyone_off_the_dashboard(browser: Browser) ->
 
 async def test_a_form_without_the_csrf_token_is_refused(browser: Browser) -> None:
     await browser.get("/dashboard/login")  # has the CSRF cookie, but posts no token
-    response = await browser.post_form("/dashboard/login", [("token", "test-admin-token")])
+    response = await browser.post_form("/dashboard/login", [("token", ADMIN_TOKEN)])
     assert response.status_code == 403
     assert "security token" in response.text
     assert SESSION_COOKIE not in set_cookies(response)
@@ -185,7 +186,7 @@ async def test_a_session_is_void_once_the_admin_token_changes(
     cookie = signed_in.client.cookies.get(SESSION_COOKIE)
     assert cookie
     rotated = create_app(
-        make_settings(database_url, admin_token="a-new-admin-token"), engine=engine
+        make_settings(database_url, admin_token="a-new-admin-token-32-characters-ok"), engine=engine
     )
     async with serve(rotated) as client:
         client.cookies.set(SESSION_COOKIE, cookie, path="/dashboard")
