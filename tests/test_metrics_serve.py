@@ -1,6 +1,7 @@
 """``/metrics`` of a real ``sundial serve --workers 2``: whichever worker answers a scrape reports
 both workers' metrics added up, and a worker killed with SIGKILL leaves its counts in the totals
-but not its share of the live gauges, once the supervisor has replaced it.
+but not its share of the live gauges, once the supervisor has replaced it. The series of a deleted
+queue or namespace are gone from the next scrape, whichever worker answers it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ def metrics_dir(worker: int) -> Path:
         if b"=" in item
     )  # fmt: skip
     return Path(env[b"PROMETHEUS_MULTIPROC_DIR"].decode())
+
+
+def samples(base: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of one scrape (on a connection of its own, so either worker may answer)."""
+    response = httpx.get(f"{base}/metrics", timeout=10)
+    assert response.status_code == 200, response.text
+    return [
+        (sample.name, sample.labels, sample.value)
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    ]
 
 
 def scrape(base: str) -> dict[str, float]:
@@ -153,6 +165,65 @@ def test_two_workers_metrics_add_up_and_a_dead_worker_is_forgotten(return_direct
         assert totals["sundial_messages_enqueued_total"] == enqueues
         assert totals[f"sundial_http_requests_total:{route}"] == enqueues
     return_directory.append(directory)
+
+
+def of_queue(found: list[tuple[str, dict[str, str], float]], **labels: str) -> dict[str, float]:
+    """The samples carrying all of ``labels``: name (and state) -> value."""
+    return {
+        name + (":" + found_labels["state"] if "state" in found_labels else ""): value
+        for name, found_labels, value in found
+        if labels.items() <= found_labels.items()
+    }
+
+
+SCRAPES = 12
+"""Scrapes on fresh connections after each deletion: both workers answer some of them."""
+
+
+@pytest.mark.slow
+def test_deleted_queues_and_namespaces_leave_the_next_scrape_of_every_worker(server):
+    base, process = server
+    assert len(workers_of(process.pid)) == 2
+    assert httpx.post(f"{base}/v1/namespaces", json={"name": "m"}, headers=HEADERS).is_success
+    enqueues = 10
+    for queue in ("q", "r"):
+        url = f"{base}/v1/namespaces/m/queues/{queue}"
+        assert httpx.put(url, json={}, headers=HEADERS).status_code == 201
+        for n in range(enqueues):  # a connection per request: both workers count some
+            body = {"messages": [{"id": f"m{n}"}]}
+            assert httpx.post(f"{url}/messages", json=body, headers=HEADERS).status_code == 201
+    wait_for(  # both queues in the database reading of the worker that answers, twice in a row
+        lambda: all(
+            of_queue(samples(base), namespace="m", queue=queue).get(
+                "sundial_queue_messages:pending"
+            )
+            == enqueues
+            for queue in ("q", "r", "q", "r")
+        ),
+        "a database reading with both queues",
+    )
+
+    queue_q = f"{base}/v1/namespaces/m/queues/q"
+    assert httpx.delete(queue_q, headers=HEADERS).status_code == 204
+    for _ in range(SCRAPES):
+        found = samples(base)
+        assert of_queue(found, queue="q") == {}
+        assert of_queue(found, namespace="m", queue="r")["sundial_messages_enqueued_total"] == 10
+        assert not [labels for _, labels, _ in found if "queue_id" in labels]
+
+    # Made again under the same name, it is a new queue: its counts start from zero, and the
+    # depth of the deleted one never shows under its name.
+    assert httpx.put(queue_q, json={}, headers=HEADERS).status_code == 201
+    body = {"messages": [{"id": "new"}]}
+    assert httpx.post(f"{queue_q}/messages", json=body, headers=HEADERS).status_code == 201
+    for _ in range(SCRAPES):
+        again = of_queue(samples(base), namespace="m", queue="q")
+        assert again["sundial_messages_enqueued_total"] == 1
+        assert again.get("sundial_queue_messages:pending", 1) == 1
+
+    assert httpx.delete(f"{base}/v1/namespaces/m", headers=HEADERS).status_code == 204
+    for _ in range(SCRAPES):
+        assert of_queue(samples(base), namespace="m") == {}
 
 
 @pytest.fixture

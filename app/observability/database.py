@@ -3,6 +3,10 @@ dead tuples. They describe the database, not a process, so they are computed by 
 answers the scrape, from one statement (:mod:`app.store.stats`) whose result is cached for
 :data:`CACHE_SECONDS`: however many scrapers there are, each worker runs it at most once per
 period, and concurrent scrapes share one run.
+
+Which queues exist is not cached: every scrape reads their ids (:func:`read_existing_queues`,
+an index-only scan) and shows per-queue series of those queues only, so a queue deleted before
+the scrape was sent is not in it, even while the cached reading still counts its messages.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import Metric
@@ -21,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.observability import metrics
 from app.recent import Recent
-from app.store.stats import DatabaseStats, QueueDepth, read_database_stats
+from app.store.stats import DatabaseStats, QueueDepth, read_database_stats, read_live_queue_ids
 
 log = logging.getLogger("sundial.metrics")
 
@@ -68,6 +72,19 @@ class DatabaseStatsCache:
         return Reading(stats, self.recent.clock())
 
 
+async def read_existing_queues(
+    engine: AsyncEngine, within: float = QUERY_TIMEOUT_SECONDS
+) -> frozenset[int] | None:
+    """The ids of the queues that exist now, read fresh; None when the database does not answer
+    (``within`` that many seconds)."""
+    try:
+        async with asyncio.timeout(within):
+            return await read_live_queue_ids(engine)
+    except (TimeoutError, OSError, sa_exc.SQLAlchemyError) as error:
+        log.warning("metrics: list of queues unavailable: %s", error)
+        return None
+
+
 def _capped(queues: list[QueueDepth], limit: int) -> Iterator[QueueDepth]:
     """The first ``limit`` queues by name, then one :data:`metrics.OTHER` row for the rest."""
     yield from queues[:limit]
@@ -85,13 +102,19 @@ def _capped(queues: list[QueueDepth], limit: int) -> Iterator[QueueDepth]:
 
 
 class DatabaseCollector(Collector):
-    """Renders one :class:`Reading` as Prometheus metrics."""
+    """Renders one :class:`Reading` as Prometheus metrics, with the per-queue gauges of the
+    queues in ``existing`` only (None: unknown, then no per-queue gauge)."""
 
     def __init__(
-        self, reading: Reading, now: float, queue_limit: int = metrics.MAX_QUEUE_SERIES
+        self,
+        reading: Reading,
+        now: float,
+        existing: Collection[int] | None,
+        queue_limit: int = metrics.MAX_QUEUE_SERIES,
     ) -> None:
         self.reading = reading
         self.now = now
+        self.existing = existing
         self.queue_limit = queue_limit
 
     def collect(self) -> Iterable[Metric]:
@@ -120,7 +143,9 @@ class DatabaseCollector(Collector):
             "Seconds since the oldest pending message of the queue became visible (0: none).",
             labels=["namespace", "queue"],
         )
-        for q in _capped(stats.queues, self.queue_limit):
+        existing = self.existing if self.existing is not None else ()
+        queues = [q for q in stats.queues if q.queue_id in existing]
+        for q in _capped(queues, self.queue_limit):
             depth.add_metric([q.namespace, q.queue, "invisible"], q.invisible)
             depth.add_metric([q.namespace, q.queue, "pending"], q.pending)
             depth.add_metric([q.namespace, q.queue, "running"], q.running)

@@ -1,14 +1,19 @@
-"""``GET /metrics`` (Prometheus text format, no token); the HTTP timing middleware is in
+"""``GET /metrics`` (Prometheus text format); the HTTP timing middleware is in
 :mod:`app.observability.http`.
 
 A scrape renders the process metrics (this process's, or with several workers every worker's,
 added up from the shared directory) and the database-wide gauges of
-:mod:`app.observability.database`, exactly once each.
+:mod:`app.observability.database`, exactly once each, with per-queue series of the queues that
+exist when the scrape is answered (:mod:`app.observability.existing`).
+
+Open by default; with ``SUNDIAL_METRICS_TOKEN`` set, a scrape must present
+``Authorization: Bearer <that token>`` (else 401 ``unauthorized``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hmac
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from litestar import Response, get
@@ -22,8 +27,12 @@ from prometheus_client import (
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from app.api import throttle
+from app.api.auth import bearer_token
+from app.api.errors import UnauthorizedError
 from app.observability import multiprocess
 from app.observability.database import DatabaseCollector, Reading
+from app.observability.existing import ExistingQueuesOnly
 from app.observability.server import ServerMetrics
 
 # The classic text format (prometheus_client's CONTENT_TYPE_PLAIN_0_0_4), which every scraper
@@ -44,28 +53,50 @@ def server_metrics(connection: ASGIConnection[Any, Any, Any, Any]) -> ServerMetr
     return value
 
 
-def render(reading: Reading, now: float) -> bytes:
-    """The exposition text of one scrape: process metrics, then the database ``reading``."""
+def render(reading: Reading, now: float, existing: Collection[int] | None = None) -> bytes:
+    """The exposition text of one scrape: process metrics, then the database ``reading``, with
+    per-queue series of the queues whose ids are in ``existing`` only (None: no such series)."""
     registry = CollectorRegistry(auto_describe=False)
+    source: Collector
     path = multiprocess.directory()
     if path is not None:
         multiprocess.forget_dead_workers(path)
-        MultiProcessCollector(registry, path)  # type: ignore[no-untyped-call]
+        source = MultiProcessCollector(None, path)  # type: ignore[no-untyped-call]
     else:
-        registry.register(_ProcessRegistry())
-    registry.register(DatabaseCollector(reading, now))
+        source = _ProcessRegistry()
+    registry.register(ExistingQueuesOnly(source, existing))
+    registry.register(DatabaseCollector(reading, now, existing))
     return generate_latest(registry)
 
 
-# Not in the OpenAPI document: API.md lists it, and unlike the documented operations it answers
-# 200 while the database is down (sundial_database_up 0), which tests/api/test_outage.py would
-# have to be told about.
+async def check_token(request: ASGIConnection[Any, Any, Any, Any], expected: str) -> None:
+    """Let the scrape through only with ``Authorization: Bearer <expected>``. A wrong token
+    counts as a failed authentication of the client's address, like a wrong API token
+    (:mod:`app.api.throttle`).
+
+    Raises:
+        RateLimitedError: the address failed authentication too often (429).
+        UnauthorizedError: no such header, or another token (compared in constant time).
+    """
+    await throttle.check(request)
+    if not hmac.compare_digest(bearer_token(request).encode(), expected.encode()):
+        await throttle.count_failure(request)
+        raise UnauthorizedError("/metrics needs the metrics token (SUNDIAL_METRICS_TOKEN)")
+
+
+# Not in the OpenAPI document: docs/api.md lists it with the other operations endpoints, and
+# unlike the documented operations it answers 200 while the database is down
+# (sundial_database_up 0), which tests/api/test_outage.py would have to be told about.
 @get("/metrics", media_type=MEDIA_TYPE, include_in_schema=False)
 async def metrics_endpoint(request: ASGIConnection[Any, Any, Any, Any]) -> Response[bytes]:
     """Prometheus metrics, in the text exposition format (docs/monitoring.md lists them)."""
     metrics = server_metrics(request)
+    if metrics.token is not None:
+        await check_token(request, metrics.token)
     reading = await metrics.database.reading()
-    return Response(render(reading, metrics.database.recent.clock()), media_type=MEDIA_TYPE)
+    existing = await metrics.existing_queues()  # read after the request arrived, never cached
+    now = metrics.database.recent.clock()
+    return Response(render(reading, now, existing), media_type=MEDIA_TYPE)
 
 
 HANDLERS = [metrics_endpoint]

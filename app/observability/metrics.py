@@ -6,6 +6,12 @@ Label cardinality: message counters carry ``namespace`` and ``queue``, capped pe
 :data:`MAX_QUEUE_SERIES` queues (the rest are counted under ``_other``); every other label takes a
 fixed, small set of values. Database-wide gauges are not here: they are computed at scrape time
 (:mod:`app.observability.database`) so each is reported once, not once per worker.
+
+Deleted queues: the message counters also carry :data:`QUEUE_ID`, the queue's identity, which a
+scrape never shows. A scrape keeps a counter's series only while that queue exists, and strips
+the label (:mod:`app.observability.existing`), so the series of a deleted queue (or of every
+queue of a deleted namespace) are gone from the next scrape of every worker, and a queue created
+again under the same name starts from zero.
 """
 
 from __future__ import annotations
@@ -28,27 +34,37 @@ OTHER: Final = "_other"
 """The label value that stands for the queues beyond :data:`MAX_QUEUE_SERIES`."""
 
 QUEUE_LABELS: Final = ("namespace", "queue")
+"""The labels per-queue series show."""
 
-ENQUEUED = Counter("sundial_messages_enqueued_total", "Messages created by enqueue.", QUEUE_LABELS)
+QUEUE_ID: Final = "queue_id"
+"""The label that ties a stored per-queue series to one queue (its id; ``""`` for ``_other``).
+Scrapes use it to leave out the series of queues that no longer exist, and never show it."""
+
+COUNTED_LABELS: Final = (*QUEUE_LABELS, QUEUE_ID)
+"""The labels the per-queue counters are stored with."""
+
+ENQUEUED = Counter(
+    "sundial_messages_enqueued_total", "Messages created by enqueue.", COUNTED_LABELS
+)
 
 # The service's events, one counter each (docs/monitoring.md).
 BY_EVENT: Final[dict[Event, Counter]] = {
     Event.DEQUEUE: Counter(
-        "sundial_messages_dequeued_total", "Leases granted by dequeue.", QUEUE_LABELS
+        "sundial_messages_dequeued_total", "Leases granted by dequeue.", COUNTED_LABELS
     ),
     Event.COMPLETE: Counter(
-        "sundial_messages_completed_total", "Messages completed by their consumer.", QUEUE_LABELS
+        "sundial_messages_completed_total", "Messages completed by their consumer.", COUNTED_LABELS
     ),
     Event.FAIL: Counter(
         "sundial_messages_failed_total",
         "Attempts failed by their consumer (retried, or errored on the last attempt).",
-        QUEUE_LABELS,
+        COUNTED_LABELS,
     ),
     Event.CANCEL: Counter(
-        "sundial_messages_canceled_total", "Messages canceled by a client.", QUEUE_LABELS
+        "sundial_messages_canceled_total", "Messages canceled by a client.", COUNTED_LABELS
     ),
     Event.REQUEUE: Counter(
-        "sundial_messages_requeued_total", "Dead letters sent back to their queue.", QUEUE_LABELS
+        "sundial_messages_requeued_total", "Dead letters sent back to their queue.", COUNTED_LABELS
     ),
 }
 

@@ -7,32 +7,54 @@ refused for a stale lease, counts nothing.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection
+
 from app.core.models import Queue
 from app.core.states import Event
-from app.observability import metrics
+from app.observability import metrics, multiprocess
+
+Labels = tuple[str, str, str]
+"""Label values of a per-queue counter: namespace, queue, queue id (:data:`metrics.QUEUE_ID`)."""
+
+OTHER_LABELS: Labels = (metrics.OTHER, metrics.OTHER, "")
+"""Where the queues beyond the cap are counted."""
 
 
 class QueueLabels:
-    """The (namespace, queue) label values of a queue, for at most ``limit`` queues.
+    """The label values of a queue, for at most ``limit`` queues at a time.
 
-    The first ``limit`` distinct queues a process reports keep their names; later ones are
-    reported as ``(_other, _other)``, so a tenant creating queue after queue cannot make the
-    number of series grow without bound. Totals over all queues stay exact.
+    The first ``limit`` queues a process reports keep their names; later ones are reported as
+    ``(_other, _other)``, so a tenant creating queue after queue cannot make the number of
+    series grow without bound. Totals over all queues stay exact. A queue is known by its id, so
+    one deleted and created again under the same name is a new queue; :meth:`forget` frees the
+    places of queues that no longer exist.
     """
 
     def __init__(self, limit: int = metrics.MAX_QUEUE_SERIES) -> None:
         self.limit = limit
-        self._admitted: set[tuple[str, str]] = set()
+        self._admitted: dict[int, Labels] = {}
+        self.refused = False
+        """Whether a queue was counted under ``_other`` since :meth:`forget` last freed a
+        place."""
 
-    def of(self, namespace: str, queue: str) -> tuple[str, str]:
-        """The label values to report ``namespace/queue`` under."""
-        key = (namespace, queue)
-        if key in self._admitted:
-            return key
+    def of(self, queue_id: int, namespace: str, name: str) -> Labels:
+        """The label values to report the queue ``queue_id`` (``namespace/name``) under."""
+        labels = self._admitted.get(queue_id)
+        if labels is not None:
+            return labels
         if len(self._admitted) < self.limit:
-            self._admitted.add(key)
-            return key
-        return (metrics.OTHER, metrics.OTHER)
+            labels = self._admitted[queue_id] = (namespace, name, str(queue_id))
+            return labels
+        self.refused = True
+        return OTHER_LABELS
+
+    def forget(self, existing: Collection[int]) -> list[Labels]:
+        """Forget the queues whose ids are not in ``existing``; returns their label values."""
+        gone = [queue_id for queue_id in self._admitted if queue_id not in existing]
+        if gone:
+            self.refused = False
+        return [self._admitted.pop(queue_id) for queue_id in gone]
 
 
 class MetricsObserver:
@@ -44,10 +66,26 @@ class MetricsObserver:
     def enqueued(self, queue: Queue, count: int) -> None:
         """Count created messages."""
         if count > 0:
-            metrics.ENQUEUED.labels(*self.labels.of(queue.namespace, queue.name)).inc(count)
+            metrics.ENQUEUED.labels(*self._labels(queue)).inc(count)
 
     def transitioned(self, queue: Queue, event: Event, count: int) -> None:
         """Count an event's state changes (events without a counter are ignored)."""
         counter = metrics.BY_EVENT.get(event)
         if counter is not None and count > 0:
-            counter.labels(*self.labels.of(queue.namespace, queue.name)).inc(count)
+            counter.labels(*self._labels(queue)).inc(count)
+
+    def _labels(self, queue: Queue) -> Labels:
+        return self.labels.of(queue.id, queue.namespace, queue.name)
+
+    def forget(self, existing: Collection[int]) -> None:
+        """Drop what this process holds for queues that no longer exist (their ids are not in
+        ``existing``). Scrapes leave such series out in any case; this frees their places under
+        the cap and, in a single process, their memory. (With several workers prometheus_client
+        cannot remove a series from the shared files: a deleted queue's values stay there, a
+        few bytes each, until the server restarts, and are never shown.)"""
+        gone = self.labels.forget(existing)
+        if not gone or os.environ.get(multiprocess.ENV):
+            return
+        for counter in (metrics.ENQUEUED, *metrics.BY_EVENT.values()):
+            for labels in gone:
+                counter.remove(*labels)

@@ -25,7 +25,7 @@ DATABASE_STATS: Final[TextClause] = text(
         -- Live messages per queue and state: messages_pending_idx, messages_invisible_idx,
         -- messages_lease_idx (the partial indexes of the three live states).
         (SELECT coalesce(json_agg(json_build_object(
-                    'namespace', q.namespace, 'queue', q.name,
+                    'id', q.id, 'namespace', q.namespace, 'queue', q.name,
                     'invisible', coalesce(i.n, 0), 'pending', coalesce(p.n, 0),
                     'running', coalesce(r.n, 0),
                     'oldest_pending_age', extract(epoch FROM now() - p.oldest))
@@ -64,6 +64,11 @@ DATABASE_STATS: Final[TextClause] = text(
 )
 
 
+LIVE_QUEUES: Final[TextClause] = text("SELECT id FROM queues")
+"""The ids of the queues that exist now (an index-only scan of the primary key): what a scrape
+checks every per-queue series against, so a deleted queue's series are gone at once."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueDepth:
     """One queue's live messages per state, and how long its oldest pending one has waited."""
@@ -75,6 +80,9 @@ class QueueDepth:
     running: int
     oldest_pending_age: float | None
     """Seconds since the oldest pending message became visible; None when none is pending."""
+    queue_id: int | None = None
+    """The queue's id (its identity: a queue recreated under the same name has a new one);
+    None for a row that stands for several queues."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +115,7 @@ def _queue(row: dict[str, Any]) -> QueueDepth:
         pending=int(row["pending"]),
         running=int(row["running"]),
         oldest_pending_age=None if age is None else float(age),
+        queue_id=int(row["id"]),
     )
 
 
@@ -123,3 +132,11 @@ async def read_database_stats(engine: AsyncEngine) -> DatabaseStats:
         leaders=int(row.leaders),
         tables=[TableTuples(t["table"], int(t["dead"]), int(t["live"])) for t in row.tables],
     )
+
+
+async def read_live_queue_ids(engine: AsyncEngine) -> frozenset[int]:
+    """Run :data:`LIVE_QUEUES` once."""
+    async with engine.connect() as conn:
+        ids = (await conn.execute(LIVE_QUEUES)).scalars().all()
+        await conn.rollback()
+    return frozenset(ids)
