@@ -113,7 +113,8 @@ def pipeline() -> None:
 def export(lake: str | None) -> None:
     """Copy newly archived history into the lake (redoing an interrupted run first)."""
     _requires_pipeline_extra()
-    from app.pipeline.export import ExportBusyError, export_history
+    from app.pipeline.export import export_history
+    from app.pipeline.lock import ExportBusyError
 
     settings = get_settings()
     root = _lake(settings, lake)
@@ -133,9 +134,9 @@ def export(lake: str | None) -> None:
 )
 def prune_history(older_than_days: int | None) -> None:
     """Drop history partitions past retention whose rows are all exported."""
-    _requires_pipeline_extra()
-    from app.pipeline.export import ExportBusyError
-    from app.pipeline.export import prune_history as prune
+    # Plain SQL: needs neither Spark nor pyarrow.
+    from app.pipeline.lock import ExportBusyError
+    from app.pipeline.prune import prune_history as prune
 
     settings = get_settings()
     with _database(settings) as url:

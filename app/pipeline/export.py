@@ -1,4 +1,4 @@
-"""Export of finished history to the Parquet lake, and the pruning of exported history.
+"""Export of finished history to the Parquet lake (its pruning is :mod:`app.pipeline.prune`).
 
 An export is a *run* over a window ``[low, high)`` of ``archived_at`` (see
 :data:`app.pipeline.queries.EXPORT_NEW_RUN` for why no row can appear behind ``high`` later)::
@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import io
 import logging
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -28,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-from psycopg import sql
 from pyarrow import fs
 
 from app.pipeline import queries
@@ -44,6 +42,7 @@ from app.pipeline.lake import (
     join,
     partition_dir,
 )
+from app.pipeline.lock import Locked
 
 log = logging.getLogger("sundial.pipeline.export")
 
@@ -52,10 +51,6 @@ Hook = Callable[[str], None]
 
 CSV_BLOCK_BYTES = 8 << 20
 """How much CSV pyarrow parses at a time: bounds the export's memory, whatever the history size."""
-
-
-class ExportBusyError(RuntimeError):
-    """Another export or prune holds the pipeline's lock on this database."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +63,6 @@ class ExportResult:
     rows: int = 0
     files: int = 0
     resumed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class PruneResult:
-    """Which history partitions a prune dropped, and which old ones it kept (not all exported)."""
-
-    dropped: list[str] = field(default_factory=list)
-    unexported: list[str] = field(default_factory=list)
 
 
 class _CopyReader(io.RawIOBase):
@@ -210,28 +197,13 @@ def _open_or_new_run(
     return ((row[0], row[1], row[2]) if row is not None else None), False
 
 
-class _Locked:
-    """The pipeline's advisory lock on a session (export and prune never run at once)."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        row = self._conn.execute(queries.EXPORT_TRY_LOCK, {"key": queries.EXPORT_LOCK_KEY})
-        if not row.fetchone()[0]:  # type: ignore[index]
-            raise ExportBusyError("another export or prune-history is running on this database")
-
-    def __exit__(self, *exc: object) -> None:
-        self._conn.execute(queries.EXPORT_UNLOCK, {"key": queries.EXPORT_LOCK_KEY})
-
-
 def export_history(
     database_url: str, lake: str, *, lag_seconds: float = 5.0, hook: Hook | None = None
 ) -> ExportResult:
     """Export the history archived since the watermark (first redoing an interrupted run)."""
     filesystem, root = arrow_filesystem(lake)
     history = join(root, HISTORY)
-    with connect(database_url, autocommit=True) as conn, _Locked(conn):
+    with connect(database_url, autocommit=True) as conn, Locked(conn):
         run, resumed = _open_or_new_run(conn, lag_seconds)
         if run is None:
             return ExportResult(run_id=None, low=None, high=None)
@@ -257,40 +229,3 @@ def export_history(
         )
         _delete_dir(filesystem, staging)
         return ExportResult(run_id, low, high, rows, len(writer.rows), resumed)
-
-
-_PARTITION_NAME = re.compile(r"message_history_(\d{8})")
-
-
-def prune_history(database_url: str, retention_days: int) -> PruneResult:
-    """Drop the history partitions of days older than ``retention_days`` whose every row is
-    behind the export watermark. A partition is checked and dropped under an exclusive lock, so
-    no archive can add to it in between."""
-    result = PruneResult()
-    with connect(database_url, autocommit=True) as conn, _Locked(conn):
-        watermark = conn.execute(queries.WATERMARK).fetchone()[0]  # type: ignore[index]
-        today: date = conn.execute(queries.TODAY).fetchone()[0]  # type: ignore[index]
-        if watermark is None:
-            return result
-        cutoff = today - timedelta(days=retention_days)
-        for (name,) in conn.execute(queries.HISTORY_PARTITIONS).fetchall():
-            match = _PARTITION_NAME.fullmatch(name)
-            if not match or datetime.strptime(match[1], "%Y%m%d").date() >= cutoff:  # noqa: DTZ007
-                continue
-            table = sql.Identifier(name)
-            with conn.transaction():
-                conn.execute("SET LOCAL lock_timeout = '10s'")
-                conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
-                unexported = conn.execute(
-                    sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE archived_at >= %s)").format(
-                        table
-                    ),
-                    (watermark,),
-                ).fetchone()[0]  # type: ignore[index]
-                if unexported:
-                    result.unexported.append(name)
-                    continue
-                conn.execute(sql.SQL("DROP TABLE {}").format(table))
-            result.dropped.append(name)
-            log.info("dropped exported history partition %s", name)
-    return result

@@ -1,4 +1,6 @@
-"""Every SQL statement of the pipeline (psycopg placeholders: ``%(name)s``).
+"""Every SQL statement of the pipeline's export, report and bulk enqueue (psycopg placeholders:
+``%(name)s``). The advisory lock and the prune keep theirs in :mod:`app.pipeline.lock` and
+:mod:`app.pipeline.prune`, which import neither pyarrow nor Spark.
 
 Timestamps leave the database as whole microseconds since the epoch (``extract(epoch ...)`` is
 an exact ``numeric`` since PostgreSQL 14), never as doubles, and the pipeline's sessions run in
@@ -10,9 +12,6 @@ from __future__ import annotations
 from typing import Final
 
 from app.pipeline.lake import HISTORY_COLUMNS, TIMESTAMP_COLUMNS
-
-EXPORT_LOCK_KEY: Final = 0x5D1A1_E7
-"""Advisory lock held while an export or a prune runs, so only one runs at a time."""
 
 
 def _micros(column: str) -> str:
@@ -34,9 +33,6 @@ def _history_select() -> str:
 
 
 # --- export ---------------------------------------------------------------------------------
-
-EXPORT_TRY_LOCK: Final = "SELECT pg_try_advisory_lock(%(key)s)"
-EXPORT_UNLOCK: Final = "SELECT pg_advisory_unlock(%(key)s)"
 
 EXPORT_OPEN_RUN: Final = """
     SELECT id, low, high FROM pipeline_export_runs
@@ -67,10 +63,6 @@ EXPORT_COMMIT_RUN: Final = """
     WHERE id = %(id)s AND committed_at IS NULL
 """
 
-WATERMARK: Final = """
-    SELECT max(high) FROM pipeline_export_runs WHERE committed_at IS NOT NULL
-"""
-
 # One run's rows, grouped by lake partition (namespace, queue, UTC day of finished_at) so the
 # writer holds one file open at a time. ORDER BY makes the files of a redone run identical.
 EXPORT_COPY: Final = f"""
@@ -82,18 +74,6 @@ EXPORT_COPY: Final = f"""
         ORDER BY namespace, queue, day, finished_at, queue_id, id
     ) TO STDOUT (FORMAT csv)
 """
-
-# --- prune ----------------------------------------------------------------------------------
-
-HISTORY_PARTITIONS: Final = """
-    SELECT c.relname FROM pg_inherits i
-    JOIN pg_class c ON c.oid = i.inhrelid
-    JOIN pg_class p ON p.oid = i.inhparent
-    WHERE p.relname = 'message_history' AND p.relnamespace = 'public'::regnamespace
-    ORDER BY c.relname
-"""
-
-TODAY: Final = "SELECT (now() AT TIME ZONE 'UTC')::date"
 
 # --- report ---------------------------------------------------------------------------------
 

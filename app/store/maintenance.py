@@ -8,17 +8,25 @@ correctness never depends on there being exactly one scheduler; leadership only 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from psycopg import errors as pg_errors
 from sqlalchemy import TextClause, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.states import Event
 from app.store import queries
 
+log = logging.getLogger("sundial.scheduler")
+
 BATCH = 5000
 """Messages one statement changes at most; a pass repeats while batches come back full."""
+
+PARTITION_LOCK_TIMEOUT_MS = 200
+"""How long making a history partition may wait for its lock on ``message_history``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,32 +100,54 @@ def partition_name(day: date) -> str:
     return f"message_history_{day:%Y%m%d}"
 
 
-async def ensure_history_partitions(conn: AsyncConnection, days: set[date]) -> list[str]:
-    """Create the daily history partitions for ``days`` that do not exist yet."""
+async def ensure_history_partitions(conn: AsyncConnection, days: set[date]) -> set[date]:
+    """Create the daily history partitions for ``days`` that do not exist yet; returns the days
+    whose partition is still missing (the next cleanup tries them again).
+
+    A partition is made as a table of its own, then attached. ``CREATE TABLE ... PARTITION OF``
+    would lock ``message_history`` in ACCESS EXCLUSIVE mode: it would wait for every transaction
+    that has read history (an analyst's query, an export), and the leader with it. ``ATTACH
+    PARTITION`` takes SHARE UPDATE EXCLUSIVE, which reads and inserts do not conflict with; it
+    waits only for other changes to the table's partitions (a prune's detach), and then at
+    most ``PARTITION_LOCK_TIMEOUT_MS``. A name still taken by a table that a prune detached and
+    has not dropped yet is tried again later too.
+    """
     existing = {row.relname for row in await conn.execute(queries.HISTORY_PARTITIONS)}
-    created = []
+    await conn.commit()
+    missing = set()
     for day in sorted(days):
         name = partition_name(day)
         if name in existing:
             continue
         # Identifiers and bounds come from a date, never from input.
-        await conn.execute(
-            text(
-                f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF message_history "
-                f"FOR VALUES FROM ('{day.isoformat()}T00:00:00Z') "
-                f"TO ('{(day + timedelta(days=1)).isoformat()}T00:00:00Z')"
+        try:
+            await conn.execute(text(f"SET LOCAL lock_timeout = '{PARTITION_LOCK_TIMEOUT_MS}ms'"))
+            await conn.execute(
+                text(f"CREATE TABLE {name} (LIKE message_history INCLUDING DEFAULTS)")
             )
-        )
-        created.append(name)
-    await conn.commit()
-    return created
+            await conn.execute(
+                text(
+                    f"ALTER TABLE message_history ATTACH PARTITION {name} "
+                    f"FOR VALUES FROM ('{day.isoformat()}T00:00:00Z') "
+                    f"TO ('{(day + timedelta(days=1)).isoformat()}T00:00:00Z')"
+                )
+            )
+            await conn.commit()
+        except sa_exc.DBAPIError as error:
+            await conn.rollback()
+            if not isinstance(error.orig, pg_errors.LockNotAvailable | pg_errors.DuplicateTable):
+                raise
+            log.warning("history partition %s not made yet: %s", name, error.orig)
+            missing.add(day)
+    return missing
 
 
 async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
     """Move finished messages past their queue's retention into ``message_history``.
 
     Partitions are made for the days the next batch touches and for ``days_ahead`` days from
-    today, so the insert never finds its partition missing.
+    today, so the insert never finds its partition missing; when one cannot be made now, the
+    rest waits for the next cleanup.
     """
     today = (await conn.execute(queries.DATABASE_TODAY)).scalar_one()
     await conn.commit()
@@ -130,7 +160,8 @@ async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
         await conn.commit()
         if not days:
             return moved
-        await ensure_history_partitions(conn, days)
+        if await ensure_history_partitions(conn, days):
+            return moved  # the next cleanup archives the rest
         result = await conn.execute(queries.MESSAGES_ARCHIVE, {"batch": BATCH})
         await conn.commit()
         moved += result.rowcount

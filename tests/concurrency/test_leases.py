@@ -311,6 +311,8 @@ async def test_detector_finds_overlaps_without_index_and_guard(
             "queue_id": queue.id,
             "lease_override": None,
             "queue_lease": 600,
+            "catalogue_version": None,  # unchecked (no request's lookups)
+            "valid_until": None,
         }
         async with engine.begin() as conn:
             rows = (await conn.execute(queries.messages_dequeue(count=count), params)).all()
@@ -387,20 +389,21 @@ async def test_the_unique_index_is_the_guard(
 async def test_exclusive_dequeue_race_is_retried_not_refused(
     service: QueueService, engine: AsyncEngine
 ):
-    """While one claim of value X is uncommitted, a second consumer's dequeue that picked another
-    X message loses on the index and retries: it gets the next value instead of an error."""
+    """While x1 is made running by an uncommitted transaction that the claim cannot see (x1 was
+    not ready in its snapshot, and no claim holds value x), a dequeue that picked another X
+    message loses on the index and retries: it gets the next value instead of an error."""
     queue = await make_queue(service, NS, "ex", kind="exclusive", exclusive_key="project")
     await service.enqueue(
         NS,
         "ex",
         [
-            NewMessage(id="x1", priority=1, metadata={"project": "x"}),
+            NewMessage(id="x1", priority=1, metadata={"project": "x"}, delay_seconds=3600),
             NewMessage(id="x2", priority=2, metadata={"project": "x"}),
             NewMessage(id="y1", priority=3, metadata={"project": "y"}),
         ],
     )
     async with engine.connect() as holder:
-        # Hold x1 running in an open transaction, as a concurrent dequeue would.
+        # Hold x1 running in an open transaction, as a concurrent grant would.
         await holder.execute(
             sa.text(
                 "UPDATE messages SET state = 'running', attempts = 1, "
@@ -671,10 +674,11 @@ async def test_exclusive_claims_in_opposite_value_order_do_not_fail(
         NS,
         "ex",
         [
-            NewMessage(id="x1", priority=1, metadata={"project": "x"}),
+            # x1 and y1 are not ready: the service's claim sees x2 and y2 as the values' first.
+            NewMessage(id="x1", priority=1, metadata={"project": "x"}, delay_seconds=3600),
             NewMessage(id="y2", priority=2, metadata={"project": "y"}),
             NewMessage(id="x2", priority=3, metadata={"project": "x"}),
-            NewMessage(id="y1", priority=4, metadata={"project": "y"}),
+            NewMessage(id="y1", priority=4, metadata={"project": "y"}, delay_seconds=3600),
         ],
     )
     await fast_deadlock_detection(engine)
@@ -687,7 +691,7 @@ async def test_exclusive_claims_in_opposite_value_order_do_not_fail(
         # Another consumer's claim of {x1, y1}, granted row by row: x first, then y.
         await other.execute(sa.text("SET deadlock_timeout = '10s'"))
         await other.execute(to_running, {"q": queue.id, "id": "x1"})
-        # The service's claim skips the locked x1 and takes y2, then x2: y first, then x.
+        # The service's claim takes y2, then x2: y first, then x.
         racing = asyncio.create_task(service.dequeue(NS, "ex", count=2))
         await wait_for_lock_wait(engine)
         await other.execute(to_running, {"q": queue.id, "id": "y1"})

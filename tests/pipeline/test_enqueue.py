@@ -16,6 +16,7 @@ from app.core.errors import NotFoundError, QueuePausedError
 from app.core.validation import Limits
 from app.pipeline.database import connect
 from app.pipeline.enqueue import Columns, bulk_enqueue, detect_format, find_queue
+from app.store import maintenance
 from bench.pipeline_data import bulk_rows, write_jsonl
 
 LIMITS = Limits(max_payload_bytes=1024)
@@ -211,6 +212,34 @@ def test_parquet_in_small_batches_wakes_waiting_consumers(spark, db, database_ur
     assert woken == [str(queue_id)] * 3  # one per committed batch
     messages = _messages(db, "jobs")
     assert messages["p-17"][:3] == ("pending", 17, {})
+
+
+async def test_a_rerun_enqueues_again_only_the_ids_moved_to_history(
+    spark, db, database_url, engine, tmp_path
+):
+    """Idempotency by id covers the live table, as for the API's enqueue (docs/pipeline.md):
+    a rerun skips every id still there, finished or not, and enqueues again the ids whose
+    messages the scheduler has moved to history."""
+    _make_queue(db, "reruns", retention_seconds=0)
+    source = tmp_path / "input.jsonl"
+    write_jsonl([{"id": f"r-{i}", "n": i} for i in range(10)], source)
+    first, _ = _run(spark, database_url, tmp_path, "reruns", source, Columns())
+    assert (first.enqueued, first.already_present) == (10, 0)
+    db.execute(
+        "UPDATE messages SET state = 'completed', finished_at = now() - interval '1 second'"
+        " WHERE id IN ('r-0', 'r-1', 'r-2', 'r-3')"
+    )
+    async with engine.connect() as conn:
+        assert await maintenance.archive_finished(conn) == 4
+    db.execute("UPDATE messages SET state = 'completed', finished_at = now() WHERE id = 'r-4'")
+
+    again, _ = _run(spark, database_url, tmp_path, "reruns", source, Columns())
+    assert (again.enqueued, again.already_present) == (4, 6)
+    states = {i: state for i, (state, *_) in _messages(db, "reruns").items()}
+    assert states == {
+        **{f"r-{i}": "pending" for i in range(10)},
+        "r-4": "completed",  # finished, still in the live table: not enqueued again
+    }
 
 
 def test_paused_or_missing_queues_are_refused_before_any_work(db, database_url):
