@@ -10,8 +10,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from limits import parse
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_ADMIN_TOKEN_LENGTH = 32
+"""The shortest admin token the server accepts: anyone who can reach the server may guess it,
+so it must be long and random (a generated one is ``sdl_admin_`` and 43 random characters)."""
 
 
 class Settings(BaseSettings):
@@ -43,6 +47,10 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     """The admin token. Unset with the embedded default: generated once and kept in data_dir."""
 
+    metrics_token: SecretStr | None = None
+    """Bearer token that `GET /metrics` asks for (`Authorization: Bearer <token>`; else 401).
+    Unset: /metrics needs no token."""
+
     max_payload_bytes: int = Field(default=256 * 1024, ge=1024)
     """Largest payload of one message, in bytes of JSON."""
 
@@ -52,6 +60,17 @@ class Settings(BaseSettings):
     rate_limit: str | None = None
     """Requests each token (and the admin) may make per worker process, e.g. ``500/second`` or
     ``20000/minute``; over it the answer is 429 ``rate_limited``. Unset: no limit."""
+
+    auth_failure_limit: int = Field(default=20, ge=0, le=100_000)
+    """Failed authentications with a guessable secret (a wrong admin or metrics token, any bearer
+    secret not shaped like a namespace token, a refused dashboard sign-in) one client address may
+    make per auth_failure_window_seconds, per worker process; past it, every such secret from
+    that address gets 429 ``rate_limited`` with ``Retry-After``, unchecked, until the oldest
+    failure leaves the window. Namespace tokens (256 random bits) are never throttled.
+    0: no throttle."""
+
+    auth_failure_window_seconds: int = Field(default=60, ge=1, le=86_400)
+    """The moving window of auth_failure_limit, in seconds."""
 
     pool_size: int = Field(default=10, ge=1, le=200)
     """Database connections per worker process."""
@@ -75,9 +94,11 @@ class Settings(BaseSettings):
     history_partition_days_ahead: int = Field(default=3, ge=1, le=60)
     """How many daily history partitions the scheduler keeps created ahead of time."""
 
-    lookup_cache_seconds: float = Field(default=1.0, ge=0, le=60)
-    """How long a worker reuses a token or queue it has read (0: never). Its own changes apply
-    at once; a token revoked or a queue changed through another process applies within this."""
+    lookup_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    """How long a worker keeps a token or queue it has read (0: never). Not a staleness bound:
+    every change applies to the next request in every process whatever this is (each statement
+    checks the catalogue version its lookups were read at); this only returns the memory of
+    entries nobody uses."""
 
     startup_timeout_seconds: float = Field(default=60.0, ge=0, le=3600)
     """How long `sundial serve` waits at start for the database to accept connections."""
@@ -127,6 +148,13 @@ class Settings(BaseSettings):
             parse(value)  # raises ValueError with the reason
         return value
 
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_admin_token(value.get_secret_value())
+        return value
+
     @model_validator(mode="after")
     def _leader_outlives_a_tick(self) -> Settings:
         if self.leader_stale_seconds <= 2 * self.scheduler_tick_seconds:
@@ -135,6 +163,30 @@ class Settings(BaseSettings):
                 " leader would be taken for a stalled one"
             )
         return self
+
+
+def check_admin_token(token: str) -> None:
+    """Refuse an admin token too short to be safe (generated ones are far longer).
+
+    Raises:
+        ValueError: shorter than :data:`MIN_ADMIN_TOKEN_LENGTH`, saying how to make a good one.
+    """
+    if len(token) < MIN_ADMIN_TOKEN_LENGTH:
+        raise ValueError(
+            f"the admin token is {len(token)} characters long; it must have at least"
+            f" {MIN_ADMIN_TOKEN_LENGTH}, or anyone who can reach the server may guess it. Make"
+            " one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+
+
+def describe_invalid(error: ValidationError) -> str:
+    """What is wrong with the configuration, a line per setting (``SUNDIAL_<NAME>: why``),
+    never echoing a value (it may be a secret)."""
+    lines = ["invalid configuration:"]
+    for item in error.errors(include_url=False, include_input=False, include_context=False):
+        where = f"SUNDIAL_{str(item['loc'][0]).upper()}" if item["loc"] else "settings"
+        lines.append(f"  {where}: {item['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
 
 
 def reference_table() -> str:

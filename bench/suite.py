@@ -467,6 +467,8 @@ def explain_claim(
         "filter_value": f"'{filter_value}'" if filter_value is not None else "NULL",
         "lease_override": "NULL",
         "queue_lease": "30",
+        "catalogue_version": "NULL",
+        "valid_until": "NULL",
     }
     sql = re.sub(r"(?<!:):(\w+)", lambda m: binds[m.group(1)], sql)
     with env.connect(autocommit=False) as conn:

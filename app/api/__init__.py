@@ -1,4 +1,4 @@
-"""The REST API v1 (Litestar + msgspec): see /work/shared/spec/API.md and ``/schema``."""
+"""The REST API v1 (Litestar + msgspec): see docs/api.md (the contract) and ``/schema``."""
 
 from app.api.app import create_app, create_app_from_env
 

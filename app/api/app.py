@@ -23,6 +23,7 @@ from app.api.openapi import config as openapi_config
 from app.api.ratelimit import RateLimiter
 from app.api.routes import ROUTERS
 from app.api.runtime import Runtime
+from app.api.throttle import AuthThrottlePlugin
 from app.bootstrap import build_service, create_engine
 from app.config import Settings, get_settings
 from app.dashboard import DashboardPlugin
@@ -57,7 +58,10 @@ def _lifespan(
         waiters.registrar = ListenerRegistrations(db, listener)
         scheduler = Scheduler(db, settings) if settings.scheduler_enabled else None
         service = build_service(db, settings)
-        metrics = app.state.metrics = ServerMetrics(db, waiters, scheduler)
+        metrics_token = settings.metrics_token
+        metrics = app.state.metrics = ServerMetrics(
+            db, waiters, scheduler, metrics_token.get_secret_value() if metrics_token else None
+        )
         service.observer = metrics.observer
         app.state.runtime = Runtime(
             engine=db,
@@ -106,7 +110,7 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi_config(),
         logging_config=None,
-        plugins=[DashboardPlugin(settings)],
+        plugins=[DashboardPlugin(settings), AuthThrottlePlugin(settings)],
     )
 
 

@@ -4,8 +4,9 @@ cost paid on every request).
 
 ``Authorization: Bearer <token>``: the admin token (server configuration) or a namespace token.
 Missing or unknown → 401 ``unauthorized``; a valid token that may not call the endpoint →
-403 ``forbidden``. Tokens are checked against the database on every request, so a revoked token
-stops working at once, in every server process.
+403 ``forbidden``. A token may be found in the process's memory, but every statement of the
+request checks that the catalogue has not changed since it was read, so a revoked token stops
+working at once, in every server process (:mod:`app.core.catalogue`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from typing import Any
 
 from litestar.connection import ASGIConnection
 
+from app.api import throttle
 from app.api.errors import ForbiddenError, UnauthorizedError
 from app.api.runtime import runtime, service
+from app.core import catalogue
 from app.core.models import Principal
+from app.core.service import is_namespace_token
 
 SCHEME = "bearer"
 
@@ -46,8 +50,17 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> Princi
     Raises:
         UnauthorizedError: no token, or a token the server does not know.
     """
-    principal = await service(connection).authenticate(bearer_token(connection))
+    secret = bearer_token(connection)
+    # Only a secret that could be a guess at the admin token is throttled: a namespace token
+    # (256 random bits) cannot be guessed, and refusing those would lock out every client
+    # behind the address of one program that still holds a revoked token.
+    guessable = not is_namespace_token(secret)
+    if guessable:
+        await throttle.check(connection)  # an address that failed too often: 429, token unread
+    principal = await service(connection).authenticate(secret)
     if principal is None:
+        if guessable:
+            await throttle.count_failure(connection)
         raise UnauthorizedError("unknown, expired or revoked token")
     limiter = runtime(connection).rate_limiter
     if limiter is not None:
@@ -73,8 +86,31 @@ async def require_namespace(connection: ASGIConnection[Any, Any, Any, Any]) -> N
         UnauthorizedError: no valid token.
         ForbiddenError: a token of another namespace.
     """
+    # What this request looks up (its token, its queue) may come from the process's memory: a
+    # view of the catalogue records it, so that the request's statements apply nothing once a
+    # change has made it out of date; the service then calls ``authorize`` again, against the
+    # database, and runs the operation again (app/core/catalogue.py).
+    catalogue.open_view(renew=lambda: authorize(connection, again=True))
+    await authorize(connection)
+
+
+async def authorize(connection: ASGIConnection[Any, Any, Any, Any], *, again: bool = False) -> None:
+    """The admin, or a token of the path's namespace ``{ns}``, may act on the request
+    (``again``: once more within the request, which rate limits have already counted).
+
+    Raises:
+        UnauthorizedError: no valid token.
+        ForbiddenError: a token of another namespace.
+    """
     namespace: str = connection.path_params["ns"]
-    if not (await authenticate(connection)).may_access(namespace):
+    if again:
+        found = await service(connection).authenticate(bearer_token(connection))
+        if found is None:
+            raise UnauthorizedError("unknown, expired or revoked token")
+        principal = found
+    else:
+        principal = await authenticate(connection)
+    if not principal.may_access(namespace):
         raise ForbiddenError(
             f"this token may not access namespace {namespace!r}", namespace=namespace
         )

@@ -25,7 +25,7 @@ from app.core.errors import SundialError, UnavailableError
 
 log = logging.getLogger("sundial.api")
 
-# The contract (API.md, "Errors"): error code -> HTTP status.
+# The contract (docs/api.md, "Errors"): error code -> HTTP status.
 STATUS_BY_CODE: dict[str, int] = {
     "validation_error": 400,
     "unauthorized": 401,

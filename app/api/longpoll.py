@@ -6,7 +6,7 @@ parks on its :class:`Waiter` until one of:
 - a notification for its queue (enqueue, promotion, lease release: see
   :mod:`app.store.notifications`), fanned out by the :class:`WaiterRegistry`;
 - the fallback timer (:attr:`WaiterRegistry.fallback_seconds`, 1 s): covers notifications lost
-  while the listener reconnects, and refreshes the queue's configuration (pause switches);
+  while the listener reconnects;
 - its deadline, after which it tries a last time and answers, possibly with nothing;
 - the client going away, or the server shutting down: it answers at once without dequeueing,
   so no message is leased to a consumer that can no longer receive it.
@@ -78,7 +78,11 @@ class Waiter:
 class Registrar(Protocol):
     """Where a process registers the queues it wants notifications for."""
 
-    async def register(self, queue_id: int) -> bool: ...
+    @property
+    def pid(self) -> int | None:
+        """The LISTEN connection registrations are made for now (None while it is down)."""
+
+    async def register(self, queue_id: int) -> int | None: ...
     async def unregister(self, queue_id: int) -> None: ...
 
 
@@ -121,10 +125,15 @@ class WaiterRegistry:
         async with self._locks.setdefault(queue_id, asyncio.Lock()):
             if queue_id in self._registered:
                 return False
-            if await self.registrar.register(queue_id):
+            pid = await self.registrar.register(queue_id)
+            if pid is None:
+                return False  # the listener is down: the fallback timer covers the wait
+            if pid == self.registrar.pid:
                 self._registered.add(queue_id)
-                return True
-            return False
+            # Otherwise the LISTEN connection was replaced while registering: that row names a
+            # connection that is gone (the leader prunes it), so this one is not taken as
+            # registered; the caller looks again and registers anew before it parks.
+            return True
 
     async def sweep(self) -> None:
         """Unregister queues nobody in this process has waited on for ``idle_seconds``."""
@@ -252,12 +261,9 @@ async def dequeue(
                     continue  # just registered: look once more before parking
                 if watcher is None and receive is not None:
                     watcher = asyncio.create_task(_watch_disconnect(receive, waiter))
-                woken = await waiter.wait(min(registry.fallback_seconds, remaining))
-                if not woken and not waiter.closed and loop.time() < deadline:
-                    # Re-read the queue now and then: its pause switch may have changed.
-                    plan = await service.plan_dequeue(
-                        namespace, queue_name, count=count, lease_seconds=lease, metadata=metadata
-                    )
+                # Each look after waking checks that the queue is still as planned (paused,
+                # resumed, reconfigured or deleted meanwhile: see QueueService.dequeue_planned).
+                await waiter.wait(min(registry.fallback_seconds, remaining))
             return []
         finally:
             if watcher is not None:

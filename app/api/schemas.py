@@ -472,7 +472,7 @@ class MessagePatch(In):
 
 
 class MessageOut(Out):
-    """Everything known about a message (PRODUCT.md §1)."""
+    """Everything known about a message (docs/concepts.md, "Message fields")."""
 
     id: str
     state: str

@@ -11,7 +11,9 @@
     ├── InvalidStateError      the message's state does not allow the operation
     ├── QueuePausedError       enqueue while enqueue_paused
     ├── PayloadTooLargeError   a payload over the configured limit
-    └── UnavailableError       the database cannot be reached
+    ├── UnavailableError       the database cannot be reached
+    └── CatalogueChangedError  a token or queue the request looked up changed before its
+                               statement ran (nothing applied: look up again and retry)
 """
 
 from __future__ import annotations
@@ -80,3 +82,15 @@ class UnavailableError(SundialError):
     """The database cannot be reached; the client should retry later."""
 
     code = "unavailable"
+
+
+class CatalogueChangedError(UnavailableError):
+    """A namespace, token or queue that the request looked up changed (or the caller's token
+    expired) before the request's statement ran; the statement applied nothing.
+
+    The service looks up again and runs the operation again (:mod:`app.core.catalogue`); only
+    when that keeps failing does a client see it, as a 503 to retry.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("the server's configuration changed during this request; retry")

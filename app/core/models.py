@@ -17,7 +17,8 @@ QueueKind = Literal["simple", "exclusive"]
 
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
-    """A queue's configuration (PRODUCT.md §3). Durations are whole seconds."""
+    """A queue's configuration (docs/concepts.md, "Queue configuration"). Durations are whole
+    seconds."""
 
     kind: QueueKind = "simple"
     exclusive_key: str | None = None
@@ -59,6 +60,9 @@ class Queue:
     config: QueueConfig
     created_at: datetime
     updated_at: datetime
+    catalogue_version: int | None = field(default=None, compare=False)
+    """The catalogue version this was read at (:mod:`app.core.catalogue`): a statement for this
+    queue applies nothing if the catalogue has changed since. ``None``: not checked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +116,7 @@ class LeasedMessage:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """Everything known about one live message (PRODUCT.md §1)."""
+    """Everything known about one live message (docs/concepts.md, "Message fields")."""
 
     id: str
     state: State

@@ -1,4 +1,4 @@
-"""The queue service: every operation of PRODUCT.md §2 and the API's admin plane.
+"""The queue service: every operation of docs/concepts.md and the admin plane of docs/api.md.
 
 It validates input (:mod:`app.core.validation`), resolves queue defaults, calls the store's
 guarded statements, and turns "the guard matched nothing" into the precise error. It knows no
@@ -8,20 +8,22 @@ HTTP and no SQL; authorization of a caller for a namespace is the edge's job
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
 import secrets
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import uuid_utils
 
-from app.core import validation
+from app.core import catalogue, validation
 from app.core.errors import (
+    CatalogueChangedError,
     ConflictError,
     InvalidStateError,
     LeaseMismatchError,
@@ -52,12 +54,13 @@ from app.core.ports import NewRow, Store
 from app.core.states import LIVE_STATES, TERMINAL_STATES, Event, State
 
 TOKEN_PREFIX = "sdl_"  # noqa: S105 - a public prefix, not a secret
+_NAMESPACE_TOKEN = re.compile(r"sdl_[A-Za-z0-9_-]{43}")
 DEAD_LETTER_STATES = frozenset({State.ERRORED, State.CANCELED})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DequeuePlan:
-    """A validated dequeue request with its resolved queue."""
+    """A validated dequeue request with its resolved queue (looked up again when it changed)."""
 
     queue: Queue
     count: int
@@ -92,6 +95,12 @@ class _NoObserver:
         pass
 
 
+def is_namespace_token(secret: str) -> bool:
+    """Whether ``secret`` has the shape of a namespace token: the prefix and 256 random bits,
+    which no one can guess (unlike an operator-chosen admin token)."""
+    return _NAMESPACE_TOKEN.fullmatch(secret) is not None
+
+
 def hash_secret(secret: str) -> bytes:
     """How token secrets are stored: SHA-256 (secrets carry 256 random bits)."""
     return hashlib.sha256(secret.encode()).digest()
@@ -117,6 +126,35 @@ def _lease_uuid(lease_id: str | None) -> str | None:
         return str(uuid.UUID(lease_id))
     except ValueError:
         return None
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _again_if_catalogue_changed(
+    operation: Callable[Concatenate[QueueService, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[QueueService, P], Coroutine[Any, Any, R]]:
+    """Run an operation again when a token or queue it looked up changed before its statement
+    ran (:class:`CatalogueChangedError`: that statement applied nothing, so running it again is
+    safe), after the caller is authenticated again (:func:`catalogue.renew`); at most
+    ``catalogue.ATTEMPTS`` times. An operation that answered from its lookups alone has them
+    confirmed current before it answers."""
+
+    async def run(self: QueueService, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(1, catalogue.ATTEMPTS + 1):
+            try:
+                result = await operation(self, *args, **kwargs)
+                await self.store.confirm_lookups()
+                return result
+            except CatalogueChangedError:
+                if attempt == catalogue.ATTEMPTS:
+                    raise
+                await catalogue.renew()
+        raise AssertionError("unreachable")
+
+    functools.update_wrapper(run, operation)
+    return run
 
 
 class QueueService:
@@ -175,8 +213,8 @@ class QueueService:
         await self._require_namespace(namespace)
         validation.text("label", label, 200)
         if expires_at is not None:
-            validation.aware("expires_at", expires_at)
-        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+            validation.timestamp("expires_at", expires_at)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)  # is_namespace_token's shape
         token = await self.store.insert_token(
             namespace, str(uuid.uuid4()), label, hash_secret(secret), expires_at
         )
@@ -189,7 +227,11 @@ class QueueService:
 
     async def revoke_token(self, namespace: str, token_id: str) -> None:
         """Revoke a token; it stops working at once."""
-        if _lease_uuid(token_id) is None or not await self.store.delete_token(namespace, token_id):
+        if (
+            _lease_uuid(token_id) is None
+            or not _could_exist(validation.NAME_PATTERN, namespace)
+            or not await self.store.delete_token(namespace, token_id)
+        ):
             raise NotFoundError(f"token {token_id!r} does not exist", token_id=token_id)
 
     async def _require_namespace(self, namespace: str) -> None:
@@ -212,6 +254,7 @@ class QueueService:
             raise NotFoundError(f"queue {namespace}/{name} does not exist", queue=name)
         return queue
 
+    @_again_if_catalogue_changed
     async def put_queue(self, namespace: str, name: str, config: QueueConfig) -> tuple[Queue, bool]:
         """Create a queue, or bring an existing one to ``config``; returns (queue, created).
 
@@ -220,6 +263,8 @@ class QueueService:
         """
         validation.name("queue", name)
         validation.queue_config(config)
+        if not _could_exist(validation.NAME_PATTERN, namespace):
+            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
         created = await self.store.insert_queue(namespace, name, config)
         if created is not None:
             return created, True
@@ -243,8 +288,10 @@ class QueueService:
             for key in MUTABLE_QUEUE_FIELDS
             if getattr(config, key) != getattr(existing.config, key)
         }
-        return await self.store.update_queue(existing.id, changes), False
+        resumed = fixed.dequeue_paused and not config.dequeue_paused
+        return await self.store.update_queue(existing.id, changes, wake=resumed), False
 
+    @_again_if_catalogue_changed
     async def update_queue(self, namespace: str, name: str, changes: Mapping[str, Any]) -> Queue:
         """Change some of a queue's mutable settings (pause switches included)."""
         checked = validation.queue_patch(changes)
@@ -253,16 +300,20 @@ class QueueService:
         validation.queue_config(merged)
         if not checked:
             return queue
-        updated = await self.store.update_queue(queue.id, checked)
-        if queue.config.dequeue_paused and not updated.config.dequeue_paused:
-            await self.store.wake(queue.id)
-        return updated
+        resumed = queue.config.dequeue_paused and not merged.dequeue_paused
+        return await self.store.update_queue(queue.id, checked, wake=resumed)
 
+    @_again_if_catalogue_changed
     async def delete_queue(self, namespace: str, name: str) -> None:
         """Delete a queue and its messages."""
-        if not await self.store.delete_queue(namespace, name):
+        if not (
+            _could_exist(validation.NAME_PATTERN, namespace)
+            and _could_exist(validation.NAME_PATTERN, name)
+            and await self.store.delete_queue(namespace, name)
+        ):
             raise NotFoundError(f"queue {namespace}/{name} does not exist", queue=name)
 
+    @_again_if_catalogue_changed
     async def list_queues(self, namespace: str) -> list[tuple[Queue, dict[State, int]]]:
         """A namespace's queues with their message counts per state."""
         await self._require_namespace(namespace)
@@ -270,6 +321,7 @@ class QueueService:
         counts = await self.store.queue_counts([q.id for q in queues])
         return [(q, counts[q.id]) for q in queues]
 
+    @_again_if_catalogue_changed
     async def queue_detail(self, namespace: str, name: str) -> QueueDetail:
         """A queue's configuration, counts per state and oldest pending age."""
         queue = await self.get_queue_or_404(namespace, name)
@@ -277,6 +329,7 @@ class QueueService:
         age = await self.store.oldest_pending_age(queue.id)
         return QueueDetail(queue, QueueStats(counts, age))
 
+    @_again_if_catalogue_changed
     async def purge_queue(
         self, namespace: str, name: str, states: Sequence[str] | None = None
     ) -> int:
@@ -287,6 +340,7 @@ class QueueService:
 
     # --- producing ----------------------------------------------------------------------------
 
+    @_again_if_catalogue_changed
     async def enqueue(
         self, namespace: str, queue_name: str, messages: Sequence[NewMessage]
     ) -> list[EnqueueOutcome]:
@@ -340,6 +394,7 @@ class QueueService:
 
     # --- consuming ----------------------------------------------------------------------------
 
+    @_again_if_catalogue_changed
     async def plan_dequeue(
         self,
         namespace: str,
@@ -358,6 +413,7 @@ class QueueService:
         queue = await self.get_queue_or_404(namespace, queue_name)
         return DequeuePlan(queue, count, lease_seconds, wanted)
 
+    @_again_if_catalogue_changed
     async def dequeue(
         self,
         namespace: str,
@@ -374,14 +430,32 @@ class QueueService:
         return await self.dequeue_planned(plan)
 
     async def dequeue_planned(self, plan: DequeuePlan) -> list[LeasedMessage]:
-        """Run a planned dequeue (again and again, for a long poll)."""
-        if plan.queue.config.dequeue_paused:
-            return []
-        leased = await self.store.dequeue(plan.queue, plan.count, plan.lease_seconds, plan.metadata)
+        """Run a planned dequeue (again and again, for a long poll).
+
+        Each run checks that the caller and the queue are still what the plan found, however
+        long ago it planned: a queue paused (or resumed, reconfigured, deleted) since, or a token
+        revoked since, is seen here; the plan is then made again from the queue as it is now.
+        """
+        for attempt in range(1, catalogue.ATTEMPTS + 1):
+            catalogue.recheck()
+            try:
+                if plan.queue.config.dequeue_paused:
+                    await self.store.confirm_lookups()  # still paused?
+                    return []
+                leased = await self.store.dequeue(
+                    plan.queue, plan.count, plan.lease_seconds, plan.metadata
+                )
+                break
+            except CatalogueChangedError:
+                if attempt == catalogue.ATTEMPTS:
+                    raise
+                await catalogue.renew()
+                plan.queue = await self.get_queue_or_404(plan.queue.namespace, plan.queue.name)
         if leased:
             self.observer.transitioned(plan.queue, Event.DEQUEUE, len(leased))
         return leased
 
+    @_again_if_catalogue_changed
     async def complete(
         self, namespace: str, queue_name: str, message_id: str, lease_id: str
     ) -> Message:
@@ -401,8 +475,16 @@ class QueueService:
             again = await self.store.get_message(queue, message_id)
             if again is not None:
                 return again
+        if lease is not None:
+            # The same retry after the scheduler moved the message into history (even while
+            # this was looking, or once its id was enqueued again): history keeps the lease
+            # that completed it.
+            archived = await self.store.archived_completions(queue, [(message_id, lease)])
+            if message_id in archived:
+                return archived[message_id]
         raise self._lease_refusal(queue, message_id, guard is not None)
 
+    @_again_if_catalogue_changed
     async def fail(
         self,
         namespace: str,
@@ -430,6 +512,7 @@ class QueueService:
         exists = await self.store.guard_state(queue, message_id) is not None
         raise self._lease_refusal(queue, message_id, exists)
 
+    @_again_if_catalogue_changed
     async def extend(
         self, namespace: str, queue_name: str, message_id: str, lease_id: str, lease_seconds: int
     ) -> Message:
@@ -442,6 +525,7 @@ class QueueService:
         exists = await self.store.guard_state(queue, message_id) is not None
         raise self._lease_refusal(queue, message_id, exists)
 
+    @_again_if_catalogue_changed
     async def ack(
         self,
         namespace: str,
@@ -464,11 +548,10 @@ class QueueService:
         def well_formed(item: LeaseRef) -> bool:
             return _could_exist(validation.MESSAGE_ID_PATTERN, item.id)
 
-        completed = await self.store.complete_many(
-            queue, [(i.id, lease) for i, lease in to_complete if well_formed(i)]
-        )
-        failed = await self.store.fail_many(
-            queue, [(i.id, lease, i.error) for i, lease in to_fail if well_formed(i)]
+        completed, failed = await self.store.acknowledge(
+            queue,
+            [(i.id, lease) for i, lease in to_complete if well_formed(i)],
+            [(i.id, lease, i.error) for i, lease in to_fail if well_formed(i)],
         )
         self.observer.transitioned(queue, Event.COMPLETE, len(completed))
         self.observer.transitioned(queue, Event.FAIL, len(failed))
@@ -479,11 +562,31 @@ class QueueService:
         known = [i for i in refused if _could_exist(validation.MESSAGE_ID_PATTERN, i)]
         guards = await self.store.guard_states(queue, known) if known else {}
 
+        def repeated_live(item_id: str, lease: str | None) -> bool:
+            guard = guards.get(item_id)
+            return guard is not None and guard.state is State.COMPLETED and guard.lease_id == lease
+
+        # Refused completes that may repeat one whose message is in history by now (as in
+        # complete()): history keeps the lease that completed it.
+        archived = await self.store.archived_completions(
+            queue,
+            [
+                (i.id, lease)
+                for i, lease in to_complete
+                if lease is not None
+                and (i.id, lease) not in completed
+                and _could_exist(validation.MESSAGE_ID_PATTERN, i.id)
+                and not repeated_live(i.id, lease)
+            ],
+        )
+
         def result(
             item: LeaseRef, lease: str | None, done: set[tuple[str, str]], *, completing: bool
         ) -> AckResult:
             if (item.id, lease) in done:
                 return AckResult(item.id, ok=True)
+            if completing and item.id in archived and archived[item.id].lease_id == lease:
+                return AckResult(item.id, ok=True)  # a repeat, answered from history
             guard = guards.get(item.id)
             if guard is None:
                 return AckResult(item.id, ok=False, error=NotFoundError.code)
@@ -498,6 +601,7 @@ class QueueService:
 
     # --- managing messages ----------------------------------------------------------------------
 
+    @_again_if_catalogue_changed
     async def get_message(self, namespace: str, queue_name: str, message_id: str) -> Message:
         """One message, in any state."""
         queue = await self._queue_with_message(namespace, queue_name, message_id)
@@ -506,6 +610,7 @@ class QueueService:
             raise self._message_not_found(queue, message_id)
         return message
 
+    @_again_if_catalogue_changed
     async def update_message(
         self, namespace: str, queue_name: str, message_id: str, changes: MessageChanges
     ) -> Message:
@@ -520,12 +625,14 @@ class QueueService:
             return message
         raise await self._state_refusal(queue, message_id, "invisible or pending", "changed")
 
+    @_again_if_catalogue_changed
     async def delete_message(self, namespace: str, queue_name: str, message_id: str) -> None:
         """Remove a message in any state (a running lease becomes invalid)."""
         queue = await self._queue_with_message(namespace, queue_name, message_id)
         if not await self.store.delete_message(queue, message_id):
             raise self._message_not_found(queue, message_id)
 
+    @_again_if_catalogue_changed
     async def cancel(
         self,
         namespace: str,
@@ -556,6 +663,7 @@ class QueueService:
             message_id=message_id,
         )
 
+    @_again_if_catalogue_changed
     async def requeue(
         self, namespace: str, queue_name: str, message_id: str, delay_seconds: int = 0
     ) -> Message:
@@ -568,6 +676,7 @@ class QueueService:
             return message
         raise await self._state_refusal(queue, message_id, "errored or canceled", "requeued")
 
+    @_again_if_catalogue_changed
     async def requeue_dead_letters(
         self,
         namespace: str,
@@ -592,6 +701,7 @@ class QueueService:
         self.observer.transitioned(queue, Event.REQUEUE, requeued)
         return requeued
 
+    @_again_if_catalogue_changed
     async def query_messages(
         self, namespace: str, queue_name: str, spec: MessageFilter
     ) -> MessagePage:

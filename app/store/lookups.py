@@ -2,19 +2,20 @@
 
 Every API request authenticates a token and looks up its queue before it does its work: two
 statements, each a round trip and most of a millisecond of CPU, in front of the one that matters.
-This cache keeps what those lookups found for ``ttl`` seconds.
+This cache keeps what those lookups found, each with the catalogue version it was read at.
 
-Coherence:
+Coherence does not rest on the cache (see :mod:`app.core.catalogue`): a request that uses an
+entry relies on its version, and its statements apply nothing once the catalogue has moved on.
+The cache only keeps what may still be useful:
 
-- A change made through this process (revoking a token, deleting a namespace, changing,
-  pausing or deleting a queue) empties the cache at once: this process never serves a stale
-  entry after its own change.
-- A change made through another process (another worker, another server, the CLI) is seen here
-  within ``ttl`` seconds, when the entry expires (``SUNDIAL_LOOKUP_CACHE_SECONDS``, default 1 s;
-  0 turns the cache off).
-- Only what was found is kept: an unknown token or queue is asked for every time, so a client
+- all its entries share one version, the newest it has seen: a read that finds a newer one
+  empties it, a read older than it is not kept;
+- a change made through this process empties it at once, so this process's own next request
+  does not trip over the change;
+- an entry lives at most ``ttl`` seconds (``SUNDIAL_LOOKUP_CACHE_SECONDS``; 0 turns the cache
+  off), so the memory of what nobody uses is returned;
+- only what was found is kept: an unknown token or queue is asked for every time, so a client
   guessing secrets cannot fill the cache, and a queue created elsewhere is usable at once.
-- A token that expires within ``ttl`` is not kept, so it never outlives its expiry here.
 
 Message state is never cached; every guarantee about messages rests on the statements of
 :mod:`app.store.queries` alone.
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 from cachetools import TTLCache
 
@@ -35,7 +35,7 @@ MAX_ENTRIES = 10_000
 
 
 class LookupCache:
-    """Tokens by secret hash and queues by (namespace, name), each for ``ttl`` seconds."""
+    """Tokens by secret hash and queues by (namespace, name), all of one catalogue version."""
 
     def __init__(
         self,
@@ -44,33 +44,36 @@ class LookupCache:
         timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ttl = ttl
+        self.version = 0
+        """The catalogue version every entry was read at."""
         self._tokens: TTLCache[bytes, Token] | None = None
         self._queues: TTLCache[tuple[str, str], Queue] | None = None
         if ttl > 0:
             self._tokens = TTLCache(max_entries, ttl, timer=timer)
             self._queues = TTLCache(max_entries, ttl, timer=timer)
 
+    @property
+    def enabled(self) -> bool:
+        """Whether anything is kept at all."""
+        return self._tokens is not None
+
     def token(self, secret_hash: bytes) -> Token | None:
         """The cached token with this secret hash, or None."""
         return self._tokens.get(secret_hash) if self._tokens is not None else None
 
-    def remember_token(self, secret_hash: bytes, token: Token) -> None:
-        """Keep a token just read, unless it expires before the entry would."""
-        if self._tokens is None:
-            return
-        if token.expires_at is not None and token.expires_at <= datetime.now(UTC) + timedelta(
-            seconds=self.ttl
-        ):
-            return
-        self._tokens[secret_hash] = token
+    def remember_token(self, secret_hash: bytes, token: Token, version: int) -> None:
+        """Keep a token read at catalogue ``version``."""
+        if self._tokens is not None and self._adopt(version):
+            self._tokens[secret_hash] = token
 
     def queue(self, namespace: str, name: str) -> Queue | None:
         """The cached queue, or None."""
         return self._queues.get((namespace, name)) if self._queues is not None else None
 
     def remember_queue(self, queue: Queue) -> None:
-        """Keep a queue just read."""
-        if self._queues is not None:
+        """Keep a queue read at its ``catalogue_version``."""
+        version = queue.catalogue_version
+        if self._queues is not None and version is not None and self._adopt(version):
             self._queues[(queue.namespace, queue.name)] = queue
 
     def forget_all(self) -> None:
@@ -79,3 +82,10 @@ class LookupCache:
             self._tokens.clear()
         if self._queues is not None:
             self._queues.clear()
+
+    def _adopt(self, version: int) -> bool:
+        """Whether an entry read at ``version`` may be kept; a newer version empties the cache."""
+        if version > self.version:
+            self.forget_all()
+            self.version = version
+        return version == self.version

@@ -173,14 +173,16 @@ class ListenerRegistrations:
         """The backend pid of the LISTEN connection, ``None`` while it is down."""
         return self._listener.backend_pid
 
-    async def register(self, queue_id: int) -> bool:
-        """Ask for notifications of ``queue_id``; False when the listener is down."""
+    async def register(self, queue_id: int) -> int | None:
+        """Ask for notifications of ``queue_id`` for the LISTEN connection of now; returns its
+        pid (None when the listener is down). The connection may be replaced before this
+        returns: the caller compares the pid with :attr:`pid`."""
         pid = self.pid
         if pid is None:
-            return False
+            return None
         async with self._engine.connect() as conn:
             await conn.execute(LISTENER_REGISTER, {"queue_id": queue_id, "pid": pid})
-        return True
+        return pid
 
     async def unregister(self, queue_id: int) -> None:
         """Stop asking for notifications of ``queue_id``."""

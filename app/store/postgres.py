@@ -8,6 +8,7 @@ Driver errors are translated once, here: a lost database becomes :class:`Unavail
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -28,7 +29,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from app.core.errors import ConflictError, NotFoundError, UnavailableError, ValidationError
+from app.core import catalogue
+from app.core.errors import (
+    CatalogueChangedError,
+    ConflictError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
 from app.core.models import (
     EnqueueOutcome,
     LeasedMessage,
@@ -76,6 +84,7 @@ def _queue_from_row(row: RowMapping) -> Queue:
         ),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        catalogue_version=row.get("catalogue_version"),
     )
 
 
@@ -102,9 +111,13 @@ def _message_from_row(row: RowMapping | Mapping[str, Any]) -> Message:
 
 
 def _queue_params(queue: Queue) -> dict[str, Any]:
-    """Parameters every message statement takes from its queue's configuration."""
+    """Parameters every message statement takes from its queue's configuration, and the
+    catalogue guard of the request (:data:`queries.CATALOGUE_IS_CURRENT`)."""
     config = queue.config
+    version, valid_until = catalogue.guard(queue.catalogue_version)
     return {
+        "catalogue_version": version,
+        "valid_until": valid_until,
         "queue_id": queue.id,
         "queue_max_attempts": config.max_attempts,
         "queue_lease": config.lease_seconds,
@@ -115,8 +128,27 @@ def _queue_params(queue: Queue) -> dict[str, Any]:
     }
 
 
+CATALOGUE_CHANGED = "SD001"
+"""SQLSTATE of :data:`queries.CATALOGUE_IS_CURRENT`'s refusal (migration 0006)."""
+
+
 def _is_unique_violation(error: BaseException, constraint: str) -> bool:
     return isinstance(error, pg_errors.UniqueViolation) and error.diag.constraint_name == constraint
+
+
+_REFUSED: dict[str, str] = {
+    "22": "a value of the request cannot be stored",
+    "22001": "a text value is longer than the database stores",
+    "22003": "a number is outside the range the database stores",
+    "22007": "a timestamp is outside the range the database stores",
+    "22008": "a timestamp is outside the range the database stores",
+    "22009": "a timestamp's time zone offset is outside the range the database stores",
+    "22021": "a text value holds a character the database cannot store",
+    "22P05": "a text value holds a character the database cannot store",
+    "22P02": "a value is not in a form the database accepts",
+    "54": "the request exceeds a database limit (too large, or nested too deeply)",
+}
+"""What a client is told when PostgreSQL refuses a value: by SQLSTATE, else by its class."""
 
 
 def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
@@ -141,10 +173,16 @@ def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
     if sqlstate == "23503":
         # foreign_key_violation: the queue (or namespace) was deleted while this request used it.
         return NotFoundError("the queue no longer exists")
-    if isinstance(orig, psycopg.DataError) or sqlstate.startswith("54"):
-        # Input PostgreSQL refuses that validation did not foresee (data exceptions, class 22;
-        # program limits such as nesting depth, class 54): still the client's.
-        return ValidationError("request", str(orig).splitlines()[0])
+    if sqlstate.startswith(("22", "54")):
+        # A value PostgreSQL refused (data exception, class 22) or found beyond one of its
+        # limits (class 54), which validation did not foresee: the statement failed, so nothing
+        # changed, and the request is the client's to fix. Its text may quote stored values or
+        # internals: it is logged, and the client gets a fixed one.
+        log.warning("database refused a value (SQLSTATE %s): %s", sqlstate, orig)
+        return ValidationError("request", _REFUSED.get(sqlstate) or _REFUSED[sqlstate[:2]])
+    # A DataError raised by the driver itself (no SQLSTATE) is a value it could not convert,
+    # typically one read back that Python cannot represent: the statement may have committed,
+    # so it is no 400; it passes through as the bug it is (a logged 500 without its text).
     if connection_lost or isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
         log.warning("database unavailable: %s", orig)
         return UnavailableError("the database is unavailable; retry later")
@@ -270,9 +308,12 @@ def _invalidate_on_disconnect(
 def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString, dict[str, Any]]:
     """The enqueue statement for ``rows`` and its parameters: plain values for one message,
     one JSON document for a batch (the same statement otherwise)."""
+    version, valid_until = catalogue.guard(queue.catalogue_version)
+    guard = {"catalogue_version": version, "valid_until": valid_until}
     if len(rows) == 1:
         [row] = rows
         return _ENQUEUE_ONE, {
+            **guard,
             "queue_id": queue.id,
             "filter_key": queue.config.filter_key,
             "id": row.id,
@@ -288,6 +329,7 @@ def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString
             "expires_at": row.expires_at,
         }
     return _ENQUEUE, {
+        **guard,
         "queue_id": queue.id,
         "filter_key": queue.config.filter_key,
         "rows": batches.enqueue_rows(rows),
@@ -312,8 +354,15 @@ class PostgresStore:
         translated into the core's."""
         try:
             async with self._autocommit.connect() as conn:
+                view = catalogue.unchecked_view()
+                if view is not None:
+                    # This path's statements do not carry the catalogue guard: check it first.
+                    guard = {"catalogue_version": view.version, "valid_until": view.valid_until}
+                    await conn.execute(queries.CATALOGUE_CHECK, guard)
+                    view.checked = True
                 yield conn
         except (sa_exc.TimeoutError, sa_exc.DBAPIError, OSError) as error:
+            self._raise_catalogue_changed(error)
             _raise_translated(error)
 
     @asynccontextmanager
@@ -339,7 +388,12 @@ class PostgresStore:
         try:
             await driver.set_autocommit(True)
             yield driver
+            # Every statement of this path carries the catalogue guard, and it passed.
+            view = catalogue.current_view()
+            if view is not None and view.version is not None:
+                view.checked = True
         except psycopg.Error as error:
+            self._raise_catalogue_changed(error)
             broken = driver.broken or driver.closed
             if broken:
                 await greenlet_spawn(
@@ -348,6 +402,25 @@ class PostgresStore:
             _raise_translated(error, connection_lost=broken)
         finally:
             await _return_to_pool(pooled, driver)
+
+    def _raise_catalogue_changed(self, error: Exception) -> None:
+        """Raise :class:`CatalogueChangedError` if ``error`` is the catalogue guard's refusal,
+        forgetting what this process had looked up: it is out of date."""
+        orig = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+        if getattr(orig, "sqlstate", None) == CATALOGUE_CHANGED:
+            self.lookups.forget_all()
+            raise CatalogueChangedError() from error
+
+    async def confirm_lookups(self) -> None:
+        """Check the current request's lookups if none of its statements has yet (for answers
+        made of lookups alone).
+
+        Raises:
+            CatalogueChangedError: they are out of date.
+        """
+        if catalogue.unchecked_view() is not None:
+            async with self._transaction():
+                pass
 
     async def _driver_rows(self, statement: LiteralString, params: Mapping[str, Any]) -> list[Any]:
         """Run one hot statement; its rows as named tuples."""
@@ -442,29 +515,40 @@ class PostgresStore:
 
     async def find_token(self, secret_hash: bytes) -> Token | None:
         """The unexpired token with this secret hash, if any."""
-        cached = self.lookups.token(secret_hash)
-        if cached is not None:
-            return cached
-        columns = [c for c in tokens.c if c.name != "secret_hash"]
-        stmt = sa.select(*columns).where(
-            tokens.c.secret_hash == secret_hash,
-            sa.or_(tokens.c.expires_at.is_(None), tokens.c.expires_at > sa.func.now()),
-        )
+        view = catalogue.current_view()
+        if view is not None and self.lookups.enabled:
+            cached = self.lookups.token(secret_hash)
+            if cached is not None:
+                view.rely_on(self.lookups.version, fresh=False, valid_until=cached.expires_at)
+                return cached
         async with self._transaction() as conn:
-            row = (await conn.execute(stmt)).mappings().first()
+            params = {"secret_hash": secret_hash}
+            row = (await conn.execute(queries.TOKEN_FIND, params)).mappings().first()
         if row is None:
             return None
-        token = Token(**row)
-        self.lookups.remember_token(secret_hash, token)
+        version = row["catalogue_version"]
+        token = Token(
+            id=row["id"],
+            namespace=row["namespace"],
+            label=row["label"],
+            created_at=row["created_at"],
+            expires_at=row["expires_at"],
+        )
+        if view is not None:
+            view.rely_on(version, fresh=True, valid_until=token.expires_at)
+            self.lookups.remember_token(secret_hash, token, version)
         return token
 
     # --- queues -----------------------------------------------------------------------------
 
     async def get_queue(self, namespace: str, name: str) -> Queue | None:
         """The queue, or None."""
-        cached = self.lookups.queue(namespace, name)
-        if cached is not None:
-            return cached
+        view = catalogue.current_view()
+        if view is not None and self.lookups.enabled:
+            cached = self.lookups.queue(namespace, name)
+            if cached is not None and cached.catalogue_version is not None:
+                view.rely_on(cached.catalogue_version, fresh=False)
+                return cached
         async with self._transaction() as conn:
             row = (
                 (await conn.execute(queries.QUEUE_GET, {"namespace": namespace, "name": name}))
@@ -474,7 +558,9 @@ class PostgresStore:
         if row is None:
             return None
         queue = _queue_from_row(row)
-        self.lookups.remember_queue(queue)
+        if view is not None and queue.catalogue_version is not None:
+            view.rely_on(queue.catalogue_version, fresh=True)
+            self.lookups.remember_queue(queue)
         return queue
 
     async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
@@ -491,14 +577,23 @@ class PostgresStore:
                 raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
             return None
 
-    async def update_queue(self, queue_id: int, changes: Mapping[str, Any]) -> Queue:
-        """Apply validated changes to a queue's mutable settings."""
+    async def update_queue(
+        self, queue_id: int, changes: Mapping[str, Any], *, wake: bool = False
+    ) -> Queue:
+        """Apply validated changes to a queue's mutable settings; ``wake``: also tell its
+        long-polling consumers to look again (it was just resumed), in the same statement, so
+        that the change and the wake-up are one outcome."""
         self.lookups.forget_all()
+        returned: list[Any] = [queues]
+        if wake:  # delivered at the update's commit
+            returned.append(
+                sa.func.pg_notify(queries.NOTIFY_CHANNEL, sa.cast(queues.c.id, sa.Text))
+            )
         stmt = (
             sa.update(queues)
             .where(queues.c.id == queue_id)
             .values(**changes, updated_at=sa.func.now())
-            .returning(queues)
+            .returning(*returned)
         )
         async with self._transaction() as conn:
             row = (await conn.execute(stmt)).mappings().first()
@@ -551,24 +646,32 @@ class PostgresStore:
 
     @retry_transient
     async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]:
-        """Insert new messages (ids unique within the batch); existing ids are reported."""
-        statement, params = _enqueue_params(queue, rows)
+        """Insert new messages (ids unique within the batch); existing ids are reported.
+
+        The statement reports the state of every id it found taken, except one taken by a
+        producer that committed while it ran: that one is read afterwards. Should such an id be
+        gone by then (deleted, purged or archived in between), there is nothing to report: it
+        is enqueued again, and so reported truthfully as created (at most
+        :data:`TRANSIENT_RETRIES` rounds, each its own all-or-nothing statement).
+        """
+        outcomes: dict[str, EnqueueOutcome] = {}
+        pending = list(rows)
         async with self._driver() as driver:
             cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
-            await cursor.execute(statement, params)
-            created = {row.id: State(row.state) for row in await cursor.fetchall() if row.id}
-            existing: dict[str, State] = {}
-            missing = [r.id for r in rows if r.id not in created]
-            if missing:
-                await cursor.execute(_STATES, {"queue_id": queue.id, "ids": missing})
-                existing = {row.id: State(row.state) for row in await cursor.fetchall()}
-        outcomes = []
-        for r in rows:
-            if r.id in created:
-                outcomes.append(EnqueueOutcome(r.id, created[r.id], created=True))
-            else:
-                outcomes.append(EnqueueOutcome(r.id, existing[r.id], created=False))
-        return outcomes
+            for _ in range(TRANSIENT_RETRIES):
+                await cursor.execute(*_enqueue_params(queue, pending))
+                for row in await cursor.fetchall():
+                    if row.id is not None:  # not the wake-up branch's row
+                        outcomes[row.id] = EnqueueOutcome(row.id, State(row.state), row.created)
+                unseen = [r.id for r in pending if r.id not in outcomes]
+                if unseen:
+                    await cursor.execute(_STATES, {"queue_id": queue.id, "ids": unseen})
+                    for row in await cursor.fetchall():
+                        outcomes[row.id] = EnqueueOutcome(row.id, State(row.state), False)
+                pending = [r for r in pending if r.id not in outcomes]
+                if not pending:
+                    return [outcomes[r.id] for r in rows]
+        raise UnavailableError("the queue's messages changed too fast to enqueue; retry")
 
     @retry_transient
     async def dequeue(
@@ -604,7 +707,10 @@ class PostgresStore:
         # pairs, if any, are tested on the rows it reads.
         value = metadata.get(key) if key is not None else None
         keyed, filtered = value is not None, len(metadata) > (value is not None)
+        version, valid_until = catalogue.guard(queue.catalogue_version)
         params: dict[str, Any] = {
+            "catalogue_version": version,
+            "valid_until": valid_until,
             "queue_id": queue.id,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
@@ -673,6 +779,28 @@ class PostgresStore:
         async with self._transaction() as conn:
             rows = (await conn.execute(queries.MESSAGE_GUARD_STATES, params)).all()
         return {row.id: GuardState(State(row.state), row.lease_id, bool(row.live)) for row in rows}
+
+    async def archived_completions(
+        self, queue: Queue, items: Sequence[tuple[str, str]]
+    ) -> dict[str, Message]:
+        """The messages of ``items`` (id, lease_id) that history holds as completed with that
+        lease, by id: what a repeated complete answers once the message has been archived."""
+        if not items:
+            return {}
+        params = {
+            "queue_id": queue.id,
+            "ids": [message_id for message_id, _ in items],
+            "lease_ids": [lease_id for _, lease_id in items],
+        }
+        async with self._transaction() as conn:
+            result = await conn.execute(queries.MESSAGES_ARCHIVED_COMPLETED, params)
+            rows = result.mappings().all()
+        asked = set(items)
+        return {
+            row["id"]: _message_from_row(row)
+            for row in rows
+            if (row["id"], row["lease_id"]) in asked
+        }
 
     @retry_transient
     async def _transition(
@@ -786,39 +914,40 @@ class PostgresStore:
             result = await conn.execute(queries.MESSAGE_DELETE, params)
             return result.first() is not None
 
-    async def wake(self, queue_id: int) -> None:
-        """Tell long-polling consumers of the queue to look again."""
-        async with self._transaction() as conn:
-            await conn.execute(queries.QUEUE_WAKE, {"queue_id": queue_id})
-
     @retry_transient
-    async def complete_many(
-        self, queue: Queue, items: Sequence[tuple[str, str | None]]
-    ) -> set[tuple[str, str]]:
-        """Complete every (id, lease_id) whose lease is current; returns those pairs."""
-        if not items:
-            return set()
-        params = {
-            **_queue_params(queue),
-            "items": batches.lease_items(items),
-            "from_states": queries.from_states(Event.COMPLETE),
-        }
-        return {(row.id, row.lease_id) for row in await self._driver_rows(_COMPLETE_MANY, params)}
-
-    @retry_transient
-    async def fail_many(
-        self, queue: Queue, items: Sequence[tuple[str, str | None, str | None]]
-    ) -> set[tuple[str, str]]:
-        """Fail every (id, lease_id, error) whose lease is current; returns (id, lease_id)."""
-        if not items:
-            return set()
-        params = {
-            **_queue_params(queue),
-            "items": batches.failed_items(items),
-            "retry_delay": None,
-            "from_states": queries.from_states(Event.FAIL),
-        }
-        return {(row.id, row.lease_id) for row in await self._driver_rows(_FAIL_MANY, params)}
+    async def acknowledge(
+        self,
+        queue: Queue,
+        complete: Sequence[tuple[str, str | None]],
+        fail: Sequence[tuple[str, str | None, str | None]],
+    ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+        """Complete every (id, lease_id) and fail every (id, lease_id, error) whose lease is
+        current, all or nothing (one transaction; one statement when only one kind is given).
+        Returns the (id, lease_id) pairs completed and those failed."""
+        guard = _queue_params(queue)
+        statements: list[tuple[LiteralString, dict[str, Any]]] = []
+        if complete:
+            items = batches.lease_items(complete)
+            from_states = queries.from_states(Event.COMPLETE)
+            statements.append(
+                (_COMPLETE_MANY, {**guard, "items": items, "from_states": from_states})
+            )
+        if fail:
+            items = batches.failed_items(fail)
+            from_states = queries.from_states(Event.FAIL)
+            params = {**guard, "items": items, "retry_delay": None, "from_states": from_states}
+            statements.append((_FAIL_MANY, params))
+        changed: list[set[tuple[str, str]]] = []
+        if statements:
+            async with self._driver() as driver:
+                cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
+                both = driver.transaction() if len(statements) > 1 else contextlib.nullcontext()
+                async with both:
+                    for statement, params in statements:
+                        await cursor.execute(statement, params)
+                        changed.append({(r.id, r.lease_id) for r in await cursor.fetchall()})
+        done = iter(changed)
+        return (next(done) if complete else set()), (next(done) if fail else set())
 
     @retry_transient
     async def requeue_many(

@@ -27,6 +27,19 @@ MESSAGE_COLUMNS_SQL = """
     m.enqueued_at, m.updated_at, m.finished_at, m.last_error
 """
 
+# The guard of every statement that a request runs on the tokens and queues it looked up
+# (app/core/catalogue.py): true while the catalogue is still at :catalogue_version and the
+# caller's token is valid (:valid_until, by the database's clock); otherwise it raises SQLSTATE
+# SD001, so the statement applies nothing and the server looks up again. It reads no row of the
+# statement, so PostgreSQL evaluates it once, as a one-time filter, before the statement's first
+# row. NULL arguments skip their check (statements run outside a request).
+CATALOGUE_IS_CURRENT = (
+    "sundial_catalogue_is(CAST(:catalogue_version AS bigint), CAST(:valid_until AS timestamptz))"
+)
+
+# The same check on its own, for statements that do not carry it (the non-hot ones).
+CATALOGUE_CHECK: Final[TextClause] = text(f"SELECT {CATALOGUE_IS_CURRENT}")
+
 NOTIFY_CHANNEL: Final = "sundial_ready"
 """Channel that announces "queue N has new visible messages" to long-polling consumers."""
 
@@ -61,8 +74,23 @@ def _waking(change: str, before: str = "") -> str:
 
 # --- queues ---------------------------------------------------------------------------------
 
+# With the catalogue version it was read at (a request's statements check it: CATALOGUE_IS_CURRENT).
 QUEUE_GET: Final[TextClause] = text(
-    "SELECT * FROM queues WHERE namespace = :namespace AND name = :name"
+    """
+    SELECT q.*, v.version AS catalogue_version
+    FROM queues q CROSS JOIN catalogue_version v
+    WHERE q.namespace = :namespace AND q.name = :name
+    """
+)
+
+# An unexpired token by its secret's hash, with the catalogue version it was read at.
+TOKEN_FIND: Final[TextClause] = text(
+    """
+    SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at,
+           v.version AS catalogue_version
+    FROM tokens t CROSS JOIN catalogue_version v
+    WHERE t.secret_hash = :secret_hash AND (t.expires_at IS NULL OR t.expires_at > now())
+    """
 )
 
 QUEUE_INSERT: Final[TextClause] = text(
@@ -113,7 +141,8 @@ QUEUE_OLDEST_PENDING_AGE: Final[TextClause] = text(
 
 # One statement for a whole batch: the rows come in as ``rows`` (in request order, ``ord``
 # keeps seq, the tie-breaker, in that order). ON CONFLICT DO NOTHING makes a repeated id a
-# no-op, so a retried enqueue never duplicates; RETURNING lists only the rows created here. When
+# no-op, so a retried enqueue never duplicates; RETURNING lists the rows created here, and the
+# statement adds the current state of the ids that were taken (created = false). When
 # one of them is visible now and a server has consumers waiting on the queue, the statement also
 # NOTIFYs them (delivered at commit); that branch yields one row of NULLs, which the caller
 # skips. Two shapes share everything but where the rows come from:
@@ -172,18 +201,30 @@ def _enqueue(rows: str) -> TextClause:
                exclusive_value, metadata ->> CAST(:filter_key AS text),
                max_attempts, lease_seconds, visible_at,
                coalesce(expires_at, now() + make_interval(secs => ttl_seconds))
-        FROM input ORDER BY ord
+        FROM input
+        WHERE {CATALOGUE_IS_CURRENT}
+        ORDER BY ord
         ON CONFLICT (queue_id, id) DO NOTHING
         RETURNING id, state
+    ),
+    existing AS (
+        -- The ids the insert found taken, with their states as of this statement's start. One
+        -- taken by a producer that committed after that start is not seen here: the caller
+        -- reads it afterwards.
+        SELECT m.id, m.state FROM messages m
+        WHERE m.queue_id = CAST(:queue_id AS bigint)
+          AND m.id IN (SELECT id FROM rows EXCEPT ALL SELECT id FROM inserted)
     ),
     wake AS (
         SELECT pg_notify('sundial_ready', CAST(:queue_id AS text))
         WHERE EXISTS (SELECT 1 FROM inserted WHERE state = 'pending')
           AND {_SOMEONE_LISTENS}
     )
-    SELECT id, state::text AS state FROM inserted
+    SELECT id, state::text AS state, true AS created FROM inserted
     UNION ALL
-    SELECT NULL, NULL FROM wake
+    SELECT id, state::text, false FROM existing
+    UNION ALL
+    SELECT NULL, NULL, NULL FROM wake
     """
     )
 
@@ -253,6 +294,18 @@ picked AS (
 # batch comes back short although other values may wait further on. Every leased row therefore
 # carries ``scanned``, the candidates looked at: when it reached `scan` the store claims again for
 # the rest (the values just leased are running by then, so NOT EXISTS passes over them).
+#
+# A claim locks only what it leases, so that concurrent claims share the idle values:
+# - the candidates are read, not locked: a claim that row-locked its whole window would hide
+#   the first message of every value in it from the others, which would then lease a later
+#   message of such a value, out of order, or nothing at all;
+# - the values are taken best first, and only while fewer than `count` messages are (the LIMIT
+#   stops asking for rows): each with a non-blocking advisory lock (one that fails takes
+#   nothing), so that another claim skips a value being leased instead of queueing behind it on
+#   the unique index (two claims taking two values in opposite orders would deadlock there);
+# - then the value's message is locked (FOR UPDATE SKIP LOCKED), which re-reads it at its newest
+#   version: one that another claim leased and committed since this statement's snapshot is no
+#   longer ready and is passed over, and no claim waits for another's rows.
 def _dequeue_exclusive(match: str, count: int, scan: int) -> str:
     return f"""
 WITH candidate AS MATERIALIZED (
@@ -266,7 +319,6 @@ WITH candidate AS MATERIALIZED (
                 AND r.exclusive_value = c.exclusive_value)
         ORDER BY priority, seq
         LIMIT {scan}
-        FOR UPDATE SKIP LOCKED
     ) AS ready
     UNION ALL
     SELECT * FROM (
@@ -279,29 +331,39 @@ WITH candidate AS MATERIALIZED (
                 AND r.exclusive_value = c.exclusive_value)
         ORDER BY priority, seq
         LIMIT {scan}
-        FOR UPDATE SKIP LOCKED
     ) AS due
 ),
 one_per_value AS (
     SELECT DISTINCT ON (exclusive_value) id, priority, seq, exclusive_value FROM candidate
     ORDER BY exclusive_value, priority, seq
 ),
+-- MATERIALIZED keeps the locks below out of this sort: PostgreSQL would otherwise push the
+-- advisory lock into it and try it on every value before sorting.
+best_first AS MATERIALIZED (
+    SELECT id, priority, seq, exclusive_value FROM one_per_value ORDER BY priority, seq
+),
 picked AS (
-    SELECT id, (SELECT count(*) FROM candidate) AS scanned FROM one_per_value
-    -- A non-blocking lock per value: when two claims pick the same idle value, the second
-    -- skips it instead of queueing behind the first on the unique index (two claims taking
-    -- two values in opposite orders would deadlock there). Volatile, so it is evaluated
-    -- here, on this batch's values only.
+    -- A nested loop over best_first, in its order, that the LIMIT stops at `count` rows: each
+    -- value's advisory lock is tried, then its message locked, only while more are wanted.
+    SELECT best_first.id, (SELECT count(*) FROM candidate) AS scanned
+    FROM best_first
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM messages m
+        WHERE m.queue_id = :queue_id AND m.id = best_first.id
+          AND (m.state = 'pending' OR (m.state = 'invisible' AND m.visible_at <= now()))
+          AND (m.expires_at IS NULL OR m.expires_at > now())
+        FOR UPDATE SKIP LOCKED
+    ) AS still_ready
     WHERE pg_try_advisory_xact_lock(
-        hashtextextended(CAST(:queue_id AS text) || '/' || exclusive_value, 0))
-    ORDER BY priority, seq LIMIT {count}
+        hashtextextended(CAST(:queue_id AS text) || '/' || best_first.exclusive_value, 0))
+    LIMIT {count}
 )
 """
 
 
 # The lease: attempts + 1, a fresh random lease_id (the fencing token), and an expiry from the
 # request's lease_seconds, else the message's override, else the queue's default.
-_DEQUEUE_GRANT = """
+_DEQUEUE_GRANT = f"""
 UPDATE messages m
 SET state = 'running',
     attempts = m.attempts + 1,
@@ -313,7 +375,7 @@ SET state = 'running',
     first_leased_at = coalesce(m.first_leased_at, now()),
     updated_at = now()
 FROM picked
-WHERE m.queue_id = :queue_id AND m.id = picked.id
+WHERE m.queue_id = :queue_id AND m.id = picked.id AND {CATALOGUE_IS_CURRENT}
 RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
           m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, picked.scanned
 """
@@ -366,9 +428,10 @@ def from_states(event: Event) -> str:
 # --- per-message transitions ------------------------------------------------------------------
 
 # A lease is current while the message is running under that lease_id and it has not expired.
-_LEASE_IS_CURRENT = """
+_LEASE_IS_CURRENT = f"""
     m.state = ANY(CAST(:from_states AS message_state[]))
     AND m.lease_id = CAST(:lease_id AS uuid) AND m.lease_expires_at > now()
+    AND {CATALOGUE_IS_CURRENT}
 """
 
 MESSAGE_GET: Final[TextClause] = text(
@@ -453,6 +516,7 @@ MESSAGE_CANCEL: Final[TextClause] = text(
       AND m.state = ANY(CAST(:from_states AS message_state[]))
       AND (m.state <> 'running' OR CAST(:force AS boolean)
            OR (m.lease_id = CAST(:lease_id AS uuid) AND m.lease_expires_at > now()))
+      AND {CATALOGUE_IS_CURRENT}
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
     )
@@ -472,7 +536,7 @@ MESSAGE_REQUEUE: Final[TextClause] = text(
         f"""
     UPDATE messages m {_REQUEUE_SET}
     WHERE m.queue_id = :queue_id AND m.id = :id
-      AND m.state = ANY(CAST(:from_states AS message_state[]))
+      AND m.state = ANY(CAST(:from_states AS message_state[])) AND {CATALOGUE_IS_CURRENT}
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
     )
@@ -518,7 +582,7 @@ MESSAGE_UPDATE: Final[TextClause] = text(
                      THEN 'invisible' ELSE 'pending' END::message_state,
         updated_at = now()
     WHERE m.queue_id = :queue_id AND m.id = :id
-      AND m.state = ANY(CAST(:from_states AS message_state[]))
+      AND m.state = ANY(CAST(:from_states AS message_state[])) AND {CATALOGUE_IS_CURRENT}
     RETURNING {MESSAGE_COLUMNS_SQL}
     """
     )
@@ -552,23 +616,19 @@ LISTENERS_PRUNE: Final[TextClause] = text(
     """
 )
 
-QUEUE_WAKE: Final[TextClause] = text(
-    f"SELECT pg_notify('{NOTIFY_CHANNEL}', CAST(:queue_id AS text))"
-)
-
 # Batch acknowledgement: every item is its own guarded transition, all in one statement.
 # ``items`` is a JSON array of {"id", "lease_id"} objects (see the enqueue statement for why a
 # document rather than arrays); only items whose lease is current change. A lease_id that is
 # not a UUID never reaches here (the service maps it to null, which matches nothing).
 MESSAGES_COMPLETE_MANY: Final[TextClause] = text(
     _waking(
-        """
+        f"""
     UPDATE messages m
     SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
     FROM json_to_recordset(CAST(:items AS json)) AS a(id text, lease_id uuid)
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
-      AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
+      AND m.lease_id = a.lease_id AND m.lease_expires_at > now() AND {CATALOGUE_IS_CURRENT}
     RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
     """
     )
@@ -581,7 +641,7 @@ MESSAGES_FAIL_MANY: Final[TextClause] = text(
     FROM json_to_recordset(CAST(:items AS json)) AS a(id text, lease_id uuid, error text)
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
-      AND m.lease_id = a.lease_id AND m.lease_expires_at > now()
+      AND m.lease_id = a.lease_id AND m.lease_expires_at > now() AND {CATALOGUE_IS_CURRENT}
     RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
     """
     )
@@ -593,6 +653,23 @@ MESSAGE_GUARD_STATES: Final[TextClause] = text(
     SELECT id, state::text AS state, lease_id::text AS lease_id,
            lease_expires_at > now() AS live
     FROM messages WHERE queue_id = :queue_id AND id = ANY(CAST(:ids AS text[]))
+    """
+)
+
+# A repeated complete that the live table refused, because the scheduler has moved the message
+# into history: the completed messages of these ids there whose lease is one of :lease_ids (the
+# caller keeps the exact (id, lease) pairs it asked about), as complete answered them (updated_at
+# is finished_at: nothing changes a completed message). One probe of message_history_message_idx
+# per partition; run on the refusal path only, never by a complete that succeeds.
+MESSAGES_ARCHIVED_COMPLETED: Final[TextClause] = text(
+    """
+    SELECT h.id, h.state::text AS state, h.priority, h.payload::text AS payload, h.metadata,
+           h.exclusive_value, h.attempts, h.max_attempts, h.lease_seconds,
+           h.lease_id::text AS lease_id, NULL::timestamptz AS lease_expires_at, h.visible_at,
+           h.expires_at, h.enqueued_at, h.finished_at AS updated_at, h.finished_at, h.last_error
+    FROM message_history h
+    WHERE h.queue_id = :queue_id AND h.id = ANY(CAST(:ids AS text[]))
+      AND h.state = 'completed' AND h.lease_id = ANY(CAST(:lease_ids AS uuid[]))
     """
 )
 
@@ -653,11 +730,16 @@ MESSAGES_RELEASE_EXPIRED: Final[TextClause] = text(
     """
 )
 
-# live -> canceled for messages whose expires_at has passed (messages_expires_idx).
+# live -> canceled for messages whose expires_at has passed (messages_expires_idx). A running
+# message of an exclusive queue (one with an exclusive value) frees its value as it expires:
+# like every other path that frees one, that wakes the queue's long-polling consumers, and only
+# if some server listens for the queue (ADR 0007). ``doomed`` reads the state under the row
+# lock, so it is the state the UPDATE changes.
 MESSAGES_EXPIRE: Final[TextClause] = text(
-    """
+    f"""
     WITH doomed AS (
-        SELECT queue_id, id FROM messages
+        SELECT queue_id, id, state = 'running' AND exclusive_value IS NOT NULL AS frees_value
+        FROM messages
         WHERE expires_at <= now() AND state IN ('invisible', 'pending', 'running')
         ORDER BY expires_at
         LIMIT :batch
@@ -670,9 +752,14 @@ MESSAGES_EXPIRE: Final[TextClause] = text(
         FROM doomed
         WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
           AND m.state = ANY(CAST(:from_states AS message_state[]))
-        RETURNING m.queue_id
+        RETURNING m.queue_id, doomed.frees_value
     )
-    SELECT queue_id, count(*) AS n FROM expired GROUP BY queue_id
+    SELECT queue_id, count(*) AS n,
+           CASE WHEN bool_or(frees_value)
+                     AND EXISTS (SELECT 1 FROM queue_listeners l
+                                 WHERE l.queue_id = expired.queue_id)
+                THEN pg_notify('{NOTIFY_CHANNEL}', CAST(queue_id AS text)) END AS woken
+    FROM expired GROUP BY queue_id
     """
 )
 
@@ -702,11 +789,14 @@ MESSAGES_ARCHIVE: Final[TextClause] = text(
     )
     INSERT INTO message_history (namespace, queue, queue_id, id, seq, priority, state, payload,
                                  metadata, exclusive_value, attempts, max_attempts, enqueued_at,
-                                 first_leased_at, leased_at, finished_at, last_error)
+                                 first_leased_at, leased_at, finished_at, last_error,
+                                 lease_id, lease_seconds, visible_at, expires_at)
     SELECT q.namespace, q.name, moved.queue_id, moved.id, moved.seq, moved.priority, moved.state,
            moved.payload, moved.metadata, moved.exclusive_value, moved.attempts,
            coalesce(moved.max_attempts, q.max_attempts), moved.enqueued_at,
-           moved.first_leased_at, moved.leased_at, moved.finished_at, moved.last_error
+           moved.first_leased_at, moved.leased_at, moved.finished_at, moved.last_error,
+           moved.lease_id, coalesce(moved.lease_seconds, q.lease_seconds), moved.visible_at,
+           moved.expires_at
     FROM moved JOIN queues q ON q.id = moved.queue_id
     """
 )
@@ -726,13 +816,15 @@ MESSAGES_ARCHIVE_DAYS: Final[TextClause] = text(
     """
 )
 
+# The history partitions that take rows: not one that a prune is detaching (its name stays
+# taken until the prune drops it or attaches it back).
 HISTORY_PARTITIONS: Final[TextClause] = text(
     """
     SELECT c.relname
     FROM pg_inherits i
     JOIN pg_class c ON c.oid = i.inhrelid
     JOIN pg_class p ON p.oid = i.inhparent
-    WHERE p.relname = 'message_history'
+    WHERE p.relname = 'message_history' AND NOT i.inhdetachpending
     """
 )
 

@@ -197,7 +197,15 @@ message_history = sa.Table(
     sa.Column(
         "archived_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
+    # Since migration 0008 (NULL in rows archived before): the lease that finished the message
+    # and what a repeated complete with it answers.
+    sa.Column("lease_id", pg.UUID(as_uuid=False)),
+    sa.Column("lease_seconds", sa.Integer),
+    sa.Column("visible_at", sa.DateTime(timezone=True)),
+    sa.Column("expires_at", sa.DateTime(timezone=True)),
     sa.Index("message_history_queue_idx", "namespace", "queue", "finished_at"),
+    # A message by id, for a repeated complete that finds it archived.
+    sa.Index("message_history_message_idx", "queue_id", "id"),
     postgresql_partition_by="RANGE (finished_at)",
 )
 
@@ -275,4 +283,29 @@ report_hourly = sa.Table(
         "computed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
     sa.Index("report_hourly_hour_idx", "hour"),
+)
+
+# The catalogue's version (migration 0006, docs/adr/0011-catalogue-version.md): one row, counted
+# up by triggers on every change to namespaces, tokens and queues; a request's statements check
+# that it has not moved since they looked those up (queries.CATALOGUE_IS_CURRENT).
+catalogue_version = sa.Table(
+    "catalogue_version",
+    metadata,
+    sa.Column(
+        "one", sa.Boolean, sa.CheckConstraint("one"), primary_key=True, server_default="true"
+    ),
+    sa.Column("version", sa.BigInteger, nullable=False),
+)
+
+# Signed-in dashboard sessions (migration 0007, app/store/sessions.py): a session is live while
+# its row is; signing out deletes it, so a copied cookie stops working in every process.
+dashboard_sessions = sa.Table(
+    "dashboard_sessions",
+    metadata,
+    sa.Column("id_hash", pg.BYTEA, primary_key=True),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("dashboard_sessions_expires_idx", "expires_at"),
 )

@@ -13,8 +13,10 @@ import psycopg
 
 from app.api import longpoll
 from app.api.schemas import Dequeue
-from app.store.notifications import psycopg_dsn
+from app.store.notifications import ListenerRegistrations, psycopg_dsn
+from app.store.queries import LISTENER_REGISTER, LISTENERS_PRUNE
 from tests.api.conftest import Caller
+from tests.helpers import execute
 
 TIMEOUT = 5.0
 
@@ -233,3 +235,53 @@ async def test_waiting_consumer_is_woken_when_an_exclusive_value_is_freed(
     assert done.status_code == 200, done.text
     messages, _ = await asyncio.wait_for(consumer, TIMEOUT)
     assert [m["id"] for m in messages] == ["second"]
+
+
+async def test_a_registration_made_across_a_listener_reconnect_is_made_again(
+    alpha: Caller, queue: str
+) -> None:
+    """The LISTEN connection is replaced while a queue's registration is in flight: the row it
+    inserts names the dead connection, which the leader prunes. The registry must not count the
+    queue as registered, or enqueues would never notify it again."""
+    runtime = alpha.runtime
+    listener, registry = runtime.listener, runtime.waiters
+    registry.fallback_seconds = 60  # only a notification can wake the consumer in time
+    qid = await queue_id(alpha)
+    real = registry.registrar
+    assert isinstance(real, ListenerRegistrations)
+
+    class ReconnectingMidway(ListenerRegistrations):
+        """Reads the LISTEN connection's pid, then (once) has that connection replaced before
+        it inserts the row, as a reconnect between the two would."""
+
+        replaced = False
+
+        async def register(self, queue_id: int) -> int | None:
+            pid = self.pid
+            if pid is not None and not self.replaced:
+                self.replaced = True
+                connections = listener.connections
+                await terminate(runtime, pid)
+                await asyncio.wait_for(listener.wait_connected(connections + 1), TIMEOUT)
+                async with self._engine.connect() as conn:
+                    await conn.execute(LISTENER_REGISTER, {"queue_id": queue_id, "pid": pid})
+                return pid
+            return await super().register(queue_id)
+
+    registry.registrar = ReconnectingMidway(runtime.engine, listener)
+    consumer = asyncio.create_task(consume(alpha, queue, wait_seconds=8))
+    await asyncio.wait_for(registry.wait_for_waiting(qid, 1), TIMEOUT)
+    await execute(runtime.engine, LISTENERS_PRUNE)  # the leader's pruning of dead connections
+    committed = await enqueue(alpha, queue, "a")
+    messages, answered = await asyncio.wait_for(consumer, 10)
+    assert [m["id"] for m in messages] == ["a"]
+    assert answered - committed < 3.0  # woken by its notification, not by its deadline (8 s)
+
+
+async def terminate(runtime: Any, pid: int) -> None:
+    """End a backend and wait until it is gone (PostgreSQL 14+: the timeout argument)."""
+    async with await psycopg.AsyncConnection.connect(
+        psycopg_dsn(runtime.engine.url), autocommit=True
+    ) as conn:
+        cursor = await conn.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+        assert (await cursor.fetchone()) == (True,)

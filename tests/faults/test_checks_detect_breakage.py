@@ -369,6 +369,8 @@ async def unguarded_consumer(
         "queue_id": queue_id,
         "lease_override": 5,
         "queue_lease": 5,
+        "catalogue_version": None,  # unchecked (no request's lookups)
+        "valid_until": None,
     }
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

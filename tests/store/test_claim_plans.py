@@ -58,6 +58,8 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
         "filter_value": "t3" if keyed else None,
         "lease_override": None,
         "queue_lease": 30,
+        "catalogue_version": None,  # unchecked (no request's lookups)
+        "valid_until": None,
     }
     dsn = postgres.dsn(make_url(database_url).database)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:

@@ -140,6 +140,8 @@ async def _explain_claim(engine: AsyncEngine, statement: sa.TextClause, queue: Q
         "filter_value": "t49",
         "lease_override": None,
         "queue_lease": 30,
+        "catalogue_version": None,  # unchecked (no request's lookups)
+        "valid_until": None,
     }
     explain = sa.text(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement.text}")
     async with engine.connect() as conn:  # rolled back: nothing is leased

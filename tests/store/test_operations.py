@@ -52,7 +52,7 @@ from tests.helpers import (
     states_of,
 )
 
-ADMIN_TOKEN = "test-admin-token"  # what tests/conftest.py configures the service with
+ADMIN_TOKEN = "test-admin-token-32-characters-ok"  # = tests/conftest.py's ADMIN_TOKEN
 NS, Q = "ns", "q"
 
 
@@ -92,13 +92,15 @@ def module_database(postgres):
 def database_url(module_database, postgres):
     """Override of conftest's: the module's database, emptied as if freshly migrated.
 
-    Every table the migrations made (whatever they are) is truncated, identities restart.
+    Every table the migrations made (whatever they are) is truncated, identities restart, but
+    for the one-row tables they fill (the catalogue's version).
     """
     with psycopg.connect(postgres.dsn(module_database), autocommit=True) as conn:
         conn.execute("SET lock_timeout = '10s'")
         (tables,) = conn.execute(
             "SELECT string_agg(format('%I', tablename), ', ') FROM pg_tables "
-            "WHERE schemaname = 'public' AND tablename <> 'alembic_version'"
+            "WHERE schemaname = 'public'"
+            " AND tablename NOT IN ('alembic_version', 'catalogue_version')"
         ).fetchone()
         conn.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
     return postgres.url(module_database)
