@@ -18,7 +18,7 @@ from app.store import migrate
 from tests.api.conftest import BODY_LIMIT, Caller, assert_error, make_settings, serve
 from tests.conftest import ADMIN_TOKEN
 
-# API.md, "Errors".
+# docs/api.md, "Errors".
 CONTRACT = {
     "validation_error": 400,
     "unauthorized": 401,

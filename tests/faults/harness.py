@@ -7,7 +7,7 @@ While producers and consumers run against both servers it injects faults one aft
 lets the system drain and checks the history it recorded against what the database holds:
 
 ========================  ===================================================================
-check                     guarantee (PRODUCT.md §5)
+check                     guarantee (docs/concepts.md, "Guarantees")
 ========================  ===================================================================
 ``lost``                  1 durability, 2 at-least-once: every acknowledged enqueue id is in
                           ``messages`` or ``message_history``; none is left live after the
@@ -117,7 +117,7 @@ NAMESPACE = "faults"
 SIMPLE = "simple"
 EXCLUSIVE = "exclusive"
 EXCLUSIVE_KEY = "project"
-ADMIN_TOKEN = "faults-admin-token"  # a throwaway test cluster's token
+ADMIN_TOKEN = "faults-admin-token-32-characters-ok"  # a throwaway test cluster's token
 HARNESS_APP = "faults-harness"
 CLOCK_EPSILON = 0.02
 """Seconds of slack when comparing a client send time with a server lease expiry."""
@@ -297,7 +297,7 @@ class History:
     watcher_errors: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     server_errors: list[str] = field(default_factory=list)
-    """Every 5xx answer other than 503 (API.md: never 500), with its body."""
+    """Every 5xx answer other than 503 (docs/api.md: never 500), with its body."""
     started: float = field(default_factory=time.time)
 
     def acknowledged_ids(self) -> set[tuple[str, str]]:
@@ -629,7 +629,7 @@ class Report:
     server_log_errors: int = 0
     failed_starts: int = 0
     unexpected_errors: list[str] = field(default_factory=list)
-    """500 answers the servers logged: API.md promises none (reported, not a violation)."""
+    """500 answers the servers logged: docs/api.md promises none (reported, not a violation)."""
 
     @property
     def needs_post_mortem(self) -> bool:
@@ -714,7 +714,7 @@ class Report:
         status = Counter(self.history.statuses)
         lines += ["", "answers: " + ", ".join(f"{k} x{n}" for k, n in sorted(status.items()))]
         if self.history.server_errors or self.unexpected_errors:
-            lines += ["", f"500 ANSWERS (API.md: never): {len(self.history.server_errors)}"]
+            lines += ["", f"500 ANSWERS (docs/api.md: never): {len(self.history.server_errors)}"]
             lines += [f"  {e}" for e in self.history.server_errors[:20]]
             lines += [f"  logged by {e}" for e in self.unexpected_errors[:20]]
         violations = self.violations
@@ -1390,7 +1390,7 @@ class Injector:
         )
         await asyncio.sleep(self.rng.uniform(0.005, 0.04))
         pid = server.kill()
-        # All or nothing (PRODUCT.md §5.6): at any instant none or all of the batch is visible.
+        # All or nothing (guarantee 6): at any instant none or all of the batch is visible.
         seen = set()
         for _ in range(5):
             rows = await self.database.fetch(

@@ -3,7 +3,7 @@
 Two ``sundial serve`` processes, each behind its fault proxy, one PostgreSQL cluster, producers and
 consumers on a simple and an exclusive queue, and every fault of ``harness.FAULTS`` one after
 another (see :mod:`tests.faults.harness`): about 60-90 s in all on a two-core machine. The
-guarantees of PRODUCT.md §5 must hold throughout: nothing acknowledged is lost, no stale lease
+guarantees of docs/concepts.md must hold throughout: nothing acknowledged is lost, no stale lease
 completes, no exclusive value ever runs twice, and the scheduler fails over within 5 s.
 
 The second test cuts the leader alone off from the database without its connection closing: a
@@ -98,7 +98,7 @@ async def _cut_off_the_leader() -> tuple[Any, float, str, float]:
                 expires = datetime.fromisoformat(message["lease_expires_at"]).timestamp()
 
                 async def released() -> str:
-                    # Timeliness (PRODUCT.md §5.4): released within 1 s of expiry; allow the
+                    # Timeliness (guarantee 4): released within 1 s of expiry; allow the
                     # takeover (5 s) on top.
                     limit = expires + 1 + config.leader_takeover_limit
                     state = "running"

@@ -1,1 +1,1 @@
-"""Model-based tests: an in-memory model of PRODUCT.md §2 driven against the real service."""
+"""Model-based tests: an in-memory model of docs/concepts.md driven against the real service."""

@@ -1,7 +1,7 @@
-"""An in-memory model of Sundial's message life cycle, written from PRODUCT.md alone.
+"""An in-memory model of Sundial's message life cycle, written from docs/concepts.md alone.
 
-It covers §2 (states and transitions, fenced leases), §3 (per-message overrides, retry backoff),
-§4 (exclusive queues) and §5.5 (order), for the operations of ``QueueService`` that a
+It covers states and transitions with fenced leases, per-message overrides and retry backoff,
+exclusive queues and order, for the operations of ``QueueService`` that a
 :mod:`tests.model.test_stateful` machine drives. It deliberately imports nothing from ``app``:
 the point is to compare two independent readings of the spec, so the transition table, the retry
 rule and the backoff formula are restated here, not reused.
@@ -160,7 +160,7 @@ class TickCounts:
 
 
 class Model:
-    """Queues, messages and a clock; every operation mirrors PRODUCT.md §2."""
+    """Queues, messages and a clock; every operation mirrors docs/concepts.md's transitions."""
 
     def __init__(self, queues: Iterable[QueueSpec]) -> None:
         self.now = 0
@@ -186,7 +186,7 @@ class Model:
 
     @staticmethod
     def backoff(spec: QueueSpec, attempt: int) -> int:
-        """The queue's retry delay after failed attempt ``attempt`` (1-based), §3."""
+        """The queue's retry delay after failed attempt ``attempt`` (1-based)."""
         if spec.retry_delay_seconds <= 0:
             return 0
         return min(
@@ -295,7 +295,7 @@ class Model:
     def dequeue_choice(
         self, queue: str, count: int, wanted: dict[str, str] | None = None
     ) -> list[str]:
-        """The ids a dequeue must lease, in the order it returns them (§5.5, §4)."""
+        """The ids a dequeue must lease, in the order it returns them (order; exclusive queues)."""
         q = self.queues[queue]
         if q.dequeue_paused:
             return []

@@ -1,5 +1,5 @@
 """Model-based test: random operation sequences on the real ``QueueService`` and a real database,
-checked step by step against the in-memory model of PRODUCT.md §2 in :mod:`tests.model.model`.
+checked step by step against the in-memory model of docs/concepts.md in :mod:`tests.model.model`.
 
 The machine drives two queues of one namespace — ``jobs`` (simple) and ``builds`` (exclusive on
 ``project``, default delay and retry backoff) — with enqueue (batches, duplicate and
@@ -387,7 +387,7 @@ class QueueMachine(RuleBasedStateMachine):
         expected_outcomes = self.model.enqueue(queue, submitted)
         actual = [(o.id, str(o.state), o.created) for o in outcomes]
         assert actual == expected_outcomes, f"enqueue: service {actual}, model {expected_outcomes}"
-        # The default priority is the enqueue time in Unix ms (§1): learn it, within the call.
+        # The default priority is the enqueue time in Unix ms: learn it, within the call.
         unresolved = [m for m in self.model.queues[queue].messages.values() if m.priority is None]
         if unresolved:
             stored = {(r["queue"], r["id"]): r["priority"] for r in self.h.run(self.h.rows())}
@@ -558,14 +558,14 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES))
     def paused_enqueue(self, data: st.DataObject, queue: str) -> None:
-        """§3: enqueue is refused while ``enqueue_paused`` (nothing is created)."""
+        """Enqueue is refused while ``enqueue_paused`` (nothing is created)."""
         self.set_paused(queue, "enqueue_paused", on=True)
         self.enqueue(data, queue, data.draw(st.integers(1, 2), label="size"))
         self.set_paused(queue, "enqueue_paused", on=False)
 
     @rule(data=st.data(), queue=st.sampled_from(QUEUE_NAMES), count=st.integers(1, 5))
     def paused_dequeue(self, data: st.DataObject, queue: str, count: int) -> None:
-        """§3: dequeue returns nothing while ``dequeue_paused`` (nothing is leased)."""
+        """Dequeue returns nothing while ``dequeue_paused`` (nothing is leased)."""
         self.set_paused(queue, "dequeue_paused", on=True)
         self.do_dequeue(queue, count, None, {})
         self.set_paused(queue, "dequeue_paused", on=False)
@@ -641,7 +641,7 @@ class QueueMachine(RuleBasedStateMachine):
                 for name, actual, expected in timing
                 if not near(actual, expected)
             )
-            # §1: a message canceled because expires_at passed says so (requeue keeps the old
+            # A message canceled because expires_at passed says so (requeue keeps the old
             # last_error, so only this direction is checked).
             if m.expired and r["last_error"] != "expired":
                 problems.append(f"{key}: expired, but last_error is {r['last_error']!r}")
@@ -653,7 +653,7 @@ class QueueMachine(RuleBasedStateMachine):
                 m.id for m in sorted(self.model.queues[name].messages.values(), key=lambda m: m.seq)
             ]
             assert db_order == model_order, f"{name}: enqueue order {db_order} vs {model_order}"
-        # §4: at most one running message per exclusive value.
+        # Exclusivity: at most one running message per exclusive value.
         running = [
             r["exclusive_value"]
             for r in rows
@@ -678,7 +678,7 @@ def fresh(harness: Harness) -> Harness:
 
 @pytest.mark.parametrize("queue", QUEUE_NAMES)
 def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None:
-    """§5.5 without concurrency: of due messages the lowest priority goes first, whether or not
+    """Order without concurrency: of due messages the lowest priority goes first, whether or not
     the scheduler has promoted them yet (found by the machine). The exclusive dequeue looks at 4 due
     messages per requested one, so there it takes 4 earlier ones to hide the urgent one."""
     service = fresh.service
@@ -695,7 +695,7 @@ def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None
 
 
 def test_exclusive_batch_takes_one_message_of_every_free_value(fresh: Harness) -> None:
-    """§4: a batch of 2 takes the best message of value ``a`` and the one of value ``b``, however
+    """A batch of 2 takes the best message of value ``a`` and the one of value ``b``, however
     many ``a`` messages rank before ``b`` (found by the machine: the claim used to look at
     ``4 * count`` candidates only)."""
     service = fresh.service

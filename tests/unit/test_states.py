@@ -1,4 +1,4 @@
-"""The state machine of app/core/states.py against PRODUCT.md §2, written out independently."""
+"""The state machine of app/core/states.py against docs/concepts.md, written out independently."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from app.core.states import (
 INV, PEN, RUN = State.INVISIBLE, State.PENDING, State.RUNNING
 COM, CAN, ERR = State.COMPLETED, State.CANCELED, State.ERRORED
 
-# PRODUCT.md §2, transcribed by hand: (state, event) -> the states it may lead to. Every pair not
-# listed here must be refused.
+# docs/concepts.md's transitions, transcribed by hand: (state, event) -> the states it may lead
+# to. Every pair not listed here must be refused.
 EXPECTED: dict[tuple[State, Event], set[State]] = {
     (INV, Event.PROMOTE): {PEN},
     (PEN, Event.DEQUEUE): {RUN},
