@@ -14,22 +14,18 @@ current minute of the database clock, and reaches its rows through an index:
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Final
 
 from sqlalchemy import TextClause, text
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.core.errors import UnavailableError
 from app.core.insights import OUTCOMES, MinuteCount, MinuteWait, Outcome, RunningValue
 from app.core.models import Queue
 from app.core.states import TERMINAL_STATES, State
-
-log = logging.getLogger("sundial.store")
+from app.store.connections import available
 
 # The terminal states as SQL literals, so the planner can match the partial index
 # messages_finished_idx (a bound parameter would hide the predicate from it).
@@ -184,17 +180,9 @@ class PostgresInsights:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
-    @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+    def _connect(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection in autocommit; a lost or overloaded database is UnavailableError."""
-        try:
-            async with self._engine.connect() as conn:
-                yield conn
-        except sa_exc.TimeoutError as error:
-            raise UnavailableError("the server is busy; retry later") from error
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as error:
-            log.warning("database unavailable: %s", error)
-            raise UnavailableError("the database is unavailable; retry later") from error
+        return available(self._engine)
 
     async def throughput(
         self, queues: Sequence[Queue], minutes: int

@@ -13,19 +13,14 @@ Each sign-in deletes the expired rows, so the table holds only the sessions of t
 from __future__ import annotations
 
 import hashlib
-import logging
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Final
 
 from sqlalchemy import TextClause, text
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.core.errors import UnavailableError
-
-log = logging.getLogger("sundial.store")
+from app.store.connections import available
 
 RENEW_AFTER_SECONDS = 60
 """A session's expiry is pushed back when it is used at least this long after the last time."""
@@ -75,17 +70,9 @@ class DashboardSessions:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.idle_seconds = idle_seconds
 
-    @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+    def _connect(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection in autocommit; a lost or overloaded database is UnavailableError."""
-        try:
-            async with self._engine.connect() as conn:
-                yield conn
-        except sa_exc.TimeoutError as error:
-            raise UnavailableError("the server is busy; retry later") from error
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as error:
-            log.warning("database unavailable: %s", error)
-            raise UnavailableError("the database is unavailable; retry later") from error
+        return available(self._engine)
 
     async def start(self) -> str:
         """A new live session; returns its id (for the cookie, never stored as such)."""
