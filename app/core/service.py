@@ -413,7 +413,6 @@ class QueueService:
         queue = await self.get_queue_or_404(namespace, queue_name)
         return DequeuePlan(queue, count, lease_seconds, wanted)
 
-    @_again_if_catalogue_changed
     async def dequeue(
         self,
         namespace: str,
@@ -423,7 +422,8 @@ class QueueService:
         lease_seconds: int | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> list[LeasedMessage]:
-        """Lease up to ``count`` visible messages; none while the queue is dequeue-paused."""
+        """Lease up to ``count`` visible messages; none while the queue is dequeue-paused.
+        Both steps look up again when the catalogue changes under them."""
         plan = await self.plan_dequeue(
             namespace, queue_name, count=count, lease_seconds=lease_seconds, metadata=metadata
         )
@@ -575,7 +575,7 @@ class QueueService:
                 for i, lease in to_complete
                 if lease is not None
                 and (i.id, lease) not in completed
-                and _could_exist(validation.MESSAGE_ID_PATTERN, i.id)
+                and well_formed(i)
                 and not repeated_live(i.id, lease)
             ],
         )
@@ -585,14 +585,13 @@ class QueueService:
         ) -> AckResult:
             if (item.id, lease) in done:
                 return AckResult(item.id, ok=True)
-            if completing and item.id in archived and archived[item.id].lease_id == lease:
-                return AckResult(item.id, ok=True)  # a repeat, answered from history
-            guard = guards.get(item.id)
-            if guard is None:
+            if completing and lease is not None:
+                # The same idempotent retry that complete() accepts, live or from history.
+                repeated_archived = item.id in archived and archived[item.id].lease_id == lease
+                if repeated_live(item.id, lease) or repeated_archived:
+                    return AckResult(item.id, ok=True)
+            if item.id not in guards:
                 return AckResult(item.id, ok=False, error=NotFoundError.code)
-            if completing and guard.state is State.COMPLETED and lease and guard.lease_id == lease:
-                # The same idempotent retry that complete() accepts.
-                return AckResult(item.id, ok=True)
             return AckResult(item.id, ok=False, error=LeaseMismatchError.code)
 
         return [result(i, lease, completed, completing=True) for i, lease in to_complete] + [

@@ -110,14 +110,22 @@ def _message_from_row(row: RowMapping | Mapping[str, Any]) -> Message:
     )
 
 
+def _guard_params(version: int | None, valid_until: datetime | None) -> dict[str, Any]:
+    """The parameters of :data:`queries.CATALOGUE_IS_CURRENT`."""
+    return {"catalogue_version": version, "valid_until": valid_until}
+
+
+def _queue_guard(queue: Queue) -> dict[str, Any]:
+    """The catalogue guard of a request's statement about ``queue``."""
+    return _guard_params(*catalogue.guard(queue.catalogue_version))
+
+
 def _queue_params(queue: Queue) -> dict[str, Any]:
     """Parameters every message statement takes from its queue's configuration, and the
     catalogue guard of the request (:data:`queries.CATALOGUE_IS_CURRENT`)."""
     config = queue.config
-    version, valid_until = catalogue.guard(queue.catalogue_version)
     return {
-        "catalogue_version": version,
-        "valid_until": valid_until,
+        **_queue_guard(queue),
         "queue_id": queue.id,
         "queue_max_attempts": config.max_attempts,
         "queue_lease": config.lease_seconds,
@@ -308,8 +316,7 @@ def _invalidate_on_disconnect(
 def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString, dict[str, Any]]:
     """The enqueue statement for ``rows`` and its parameters: plain values for one message,
     one JSON document for a batch (the same statement otherwise)."""
-    version, valid_until = catalogue.guard(queue.catalogue_version)
-    guard = {"catalogue_version": version, "valid_until": valid_until}
+    guard = _queue_guard(queue)
     if len(rows) == 1:
         [row] = rows
         return _ENQUEUE_ONE, {
@@ -357,7 +364,7 @@ class PostgresStore:
                 view = catalogue.unchecked_view()
                 if view is not None:
                     # This path's statements do not carry the catalogue guard: check it first.
-                    guard = {"catalogue_version": view.version, "valid_until": view.valid_until}
+                    guard = _guard_params(view.version, view.valid_until)
                     await conn.execute(queries.CATALOGUE_CHECK, guard)
                     view.checked = True
                 yield conn
@@ -527,13 +534,7 @@ class PostgresStore:
         if row is None:
             return None
         version = row["catalogue_version"]
-        token = Token(
-            id=row["id"],
-            namespace=row["namespace"],
-            label=row["label"],
-            created_at=row["created_at"],
-            expires_at=row["expires_at"],
-        )
+        token = Token(**{key: value for key, value in row.items() if key != "catalogue_version"})
         if view is not None:
             view.rely_on(version, fresh=True, valid_until=token.expires_at)
             self.lookups.remember_token(secret_hash, token, version)
@@ -707,10 +708,8 @@ class PostgresStore:
         # pairs, if any, are tested on the rows it reads.
         value = metadata.get(key) if key is not None else None
         keyed, filtered = value is not None, len(metadata) > (value is not None)
-        version, valid_until = catalogue.guard(queue.catalogue_version)
         params: dict[str, Any] = {
-            "catalogue_version": version,
-            "valid_until": valid_until,
+            **_queue_guard(queue),
             "queue_id": queue.id,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,

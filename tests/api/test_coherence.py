@@ -89,6 +89,15 @@ async def setup(admin: Caller) -> tuple[str, str]:
     return await token_of(admin, "ns")
 
 
+async def patch_queue(admin: Caller, **changes: bool) -> None:
+    answer = await admin.patch("/v1/namespaces/ns/queues/q", json=changes)
+    assert answer.status_code == 200, answer.text
+
+
+async def enqueue_one(caller: Caller) -> httpx.Response:
+    return await caller.post("/v1/namespaces/ns/queues/q/messages", json={"messages": [{}]})
+
+
 async def test_a_revoked_token_fails_every_request_sent_after_the_answer(database_url, engine):
     async with two_processes(database_url, engine) as admins:
         secret, token_id = await setup(admins[0])
@@ -101,7 +110,7 @@ async def test_a_revoked_token_fails_every_request_sent_after_the_answer(databas
         async def request(caller: Caller) -> httpx.Response:
             if caller is callers[0]:
                 return await caller.get("/v1/namespaces/ns/queues")
-            return await caller.post("/v1/namespaces/ns/queues/q/messages", json={"messages": [{}]})
+            return await enqueue_one(caller)
 
         seen = await hammer(callers, request, revoke)
     assert seen.statuses(after=False) <= {200, 201}
@@ -133,16 +142,9 @@ async def test_a_paused_queue_refuses_every_enqueue_sent_after_the_answer(databa
         secret, _ = await setup(admins[0])
         callers = [as_token(admins[1], secret), as_token(admins[0], secret)]
 
-        async def pause() -> None:
-            answer = await admins[0].patch(
-                "/v1/namespaces/ns/queues/q", json={"enqueue_paused": True}
-            )
-            assert answer.status_code == 200
-
-        async def request(caller: Caller) -> httpx.Response:
-            return await caller.post("/v1/namespaces/ns/queues/q/messages", json={"messages": [{}]})
-
-        seen = await hammer(callers, request, pause)
+        seen = await hammer(
+            callers, enqueue_one, lambda: patch_queue(admins[0], enqueue_paused=True)
+        )
     assert seen.statuses(after=False) == {201}
     assert seen.statuses(after=True) == {409}
 
@@ -155,16 +157,10 @@ async def test_a_dequeue_paused_queue_leases_nothing_after_the_answer(database_u
         assert answer.status_code == 201
         callers = [as_token(admins[1], secret), as_token(admins[0], secret)]
 
-        async def pause() -> None:
-            answer = await admins[0].patch(
-                "/v1/namespaces/ns/queues/q", json={"dequeue_paused": True}
-            )
-            assert answer.status_code == 200
-
         async def request(caller: Caller) -> httpx.Response:
             return await caller.post("/v1/namespaces/ns/queues/q/dequeue", json={})
 
-        seen = await hammer(callers, request, pause)
+        seen = await hammer(callers, request, lambda: patch_queue(admins[0], dequeue_paused=True))
     leased = [len(answer.json()["messages"]) for after, answer in seen.answers if after]
     assert seen.statuses(after=False) == {200}
     assert sum(len(a.json()["messages"]) for after, a in seen.answers if not after) == LOOPS * WARM
@@ -183,13 +179,9 @@ async def test_a_parked_long_poll_leases_nothing_from_a_queue_paused_after_it_pa
         )
         queue_id = (await admins[1].runtime.service.get_queue_or_404("ns", "q")).id
         await consumer.runtime.waiters.wait_for_waiting(queue_id, 1)
-        answer = await admins[0].patch("/v1/namespaces/ns/queues/q", json={"dequeue_paused": True})
-        assert answer.status_code == 200
+        await patch_queue(admins[0], dequeue_paused=True)
         # A message arrives: its notification wakes the parked poll, which must not take it.
-        answer = await admins[0].post(
-            "/v1/namespaces/ns/queues/q/messages", json={"messages": [{}]}
-        )
-        assert answer.status_code == 201
+        assert (await enqueue_one(admins[0])).status_code == 201
         polled = await poll
     assert polled.status_code == 200
     assert polled.json()["messages"] == []
@@ -200,11 +192,8 @@ async def test_a_parked_long_poll_leases_at_once_from_a_queue_resumed_after_it_p
 ):
     async with two_processes(database_url, engine) as admins:
         secret, _ = await setup(admins[0])
-        await admins[0].patch("/v1/namespaces/ns/queues/q", json={"dequeue_paused": True})
-        answer = await admins[0].post(
-            "/v1/namespaces/ns/queues/q/messages", json={"messages": [{}]}
-        )
-        assert answer.status_code == 201
+        await patch_queue(admins[0], dequeue_paused=True)
+        assert (await enqueue_one(admins[0])).status_code == 201
         consumer = as_token(admins[1], secret)
         consumer.runtime.waiters.fallback_seconds = 60  # only the resume's wake-up may wake it
         poll = asyncio.create_task(
@@ -212,8 +201,7 @@ async def test_a_parked_long_poll_leases_at_once_from_a_queue_resumed_after_it_p
         )
         queue_id = (await admins[1].runtime.service.get_queue_or_404("ns", "q")).id
         await consumer.runtime.waiters.wait_for_waiting(queue_id, 1)
-        answer = await admins[0].patch("/v1/namespaces/ns/queues/q", json={"dequeue_paused": False})
-        assert answer.status_code == 200
+        await patch_queue(admins[0], dequeue_paused=False)
         polled = await asyncio.wait_for(poll, 10)
     assert polled.status_code == 200
     assert len(polled.json()["messages"]) == 1

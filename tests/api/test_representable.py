@@ -253,6 +253,17 @@ def encode(body: Any) -> str:
     return text
 
 
+# A queue's mutable settings, as PUT and PATCH take them.
+_QUEUE_SETTINGS: dict[str, st.SearchStrategy[Any]] = {
+    "lease_seconds": leases,
+    "delay_seconds": delays,
+    "max_attempts": attempts,
+    "retry_delay_seconds": delays,
+    "retry_delay_max_seconds": delays,
+    "retention_seconds": retentions,
+}
+
+
 def _message_fields() -> st.SearchStrategy[dict[str, Any]]:
     return _fields(
         id=st.sampled_from(["a", "x" * 200, "x" * 201, "", "é", "m:1"]),
@@ -364,25 +375,12 @@ admin_operations = st.one_of(
             kind=st.sampled_from(["simple", "exclusive", "fifo"]),
             exclusive_key=texts,
             filter_key=texts,
-            lease_seconds=leases,
-            delay_seconds=delays,
-            max_attempts=attempts,
-            retry_delay_seconds=delays,
-            retry_delay_max_seconds=delays,
-            retention_seconds=retentions,
+            **_QUEUE_SETTINGS,
         ),
     ),
     st.builds(
         lambda body: Op("PATCH", f"{BASE}/patched", body),
-        _fields(
-            lease_seconds=leases,
-            delay_seconds=delays,
-            max_attempts=attempts,
-            retry_delay_seconds=delays,
-            retry_delay_max_seconds=delays,
-            retention_seconds=retentions,
-            exclusive_key=texts,
-        ),
+        _fields(**_QUEUE_SETTINGS, exclusive_key=texts),
     ),
     st.builds(
         lambda body: Op("POST", f"{BASE}/scratch/purge", body),
