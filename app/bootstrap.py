@@ -15,6 +15,8 @@ from app.config import Settings
 from app.core.insights import QueueInsights
 from app.core.service import QueueService
 from app.core.validation import Limits
+from app.store.connections import discard_connections_to_standbys
+from app.store.dsn import connection_defaults
 from app.store.insights import PostgresInsights
 from app.store.postgres import PostgresStore
 
@@ -31,8 +33,11 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
     SQLAlchemy then invalidates every connection of the pool made before the failure, so the
     server recovers by itself.
 
-    TCP keepalives (libpq's, ignored on Unix sockets) make a connection to a database that has
-    vanished from the network fail within about a minute instead of the kernel's two hours.
+    Connections get :data:`app.store.dsn.CONNECTION_DEFAULTS` (a connect timeout, TCP keepalives)
+    unless the URL sets them: a connection to a database machine that has vanished from the
+    network fails within seconds, not the kernel's minutes or hours, and a multi-host URL moves
+    on to the next host. A statement that finds its connection reaching a standby (a primary
+    demoted by a failover) counts as a disconnect: the pool is renewed, toward the new primary.
 
     ``jsonb`` columns (a leased message's metadata, on every dequeue) are decoded by msgspec
     rather than the standard library's ``json``, several times faster for the same values.
@@ -41,24 +46,17 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
     offset of zero (in some zones, dates before about 1900 carry offsets with seconds, which the
     JSON encoding would truncate), and the bounds of ``app.core.validation`` hold exactly.
     """
-    return create_async_engine(
+    engine = create_async_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=False,
         pool_recycle=3600,
-        connect_args={**TCP_KEEPALIVES, "options": "-c TimeZone=UTC"},
+        connect_args={**connection_defaults(database_url), "options": "-c TimeZone=UTC"},
         json_deserializer=msgspec.json.decode,
     )
-
-
-TCP_KEEPALIVES: dict[str, int] = {
-    "keepalives": 1,
-    "keepalives_idle": 30,  # seconds of silence before the first probe
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 60_000,  # ms a sent byte may stay unacknowledged
-}
+    discard_connections_to_standbys(engine)
+    return engine
 
 
 def build_service(engine: AsyncEngine, settings: Settings) -> QueueService:

@@ -12,6 +12,9 @@ from pathlib import Path
 from limits import parse
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.exc import ArgumentError
+
+from app.store.dsn import several_hosts_problem
 
 MIN_ADMIN_TOKEN_LENGTH = 32
 """The shortest admin token the server accepts: anyone who can reach the server may guess it,
@@ -146,6 +149,18 @@ class Settings(BaseSettings):
     def _rate_limit_parses(cls, value: str | None) -> str | None:
         if value is not None:
             parse(value)  # raises ValueError with the reason
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_reaches_the_primary(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                problem = several_hosts_problem(value)
+            except ArgumentError as error:
+                raise ValueError(f"not a database URL: {error}") from None
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("admin_token")

@@ -31,7 +31,8 @@ from app.observability.http import http_metrics
 from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
 from app.store import migrate
-from app.store.notifications import ListenerRegistrations, NotificationListener, psycopg_dsn
+from app.store.dsn import psycopg_dsn
+from app.store.notifications import ListenerRegistrations, NotificationListener
 
 log = logging.getLogger("sundial.api")
 

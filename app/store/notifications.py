@@ -23,8 +23,6 @@ from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
-from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.store.queries import LISTENER_REGISTER, LISTENER_UNREGISTER, NOTIFY_CHANNEL
@@ -39,32 +37,11 @@ MIN_BACKOFF_SECONDS = 0.1
 MAX_BACKOFF_SECONDS = 5.0
 
 
-def psycopg_dsn(url: str | URL) -> str:
-    """A libpq connection string for a SQLAlchemy URL (``postgresql+psycopg://…``): the same
-    parameters its engine connects with, query ones (a unix socket's ``host``) included.
-
-    Written as ``key=value`` pairs, not rendered back into a URL: a rendered query encodes a
-    space as ``+``, which libpq reads literally, so a socket directory with a space in its path
-    would be lost.
-    """
-    parsed = make_url(url)
-    params: dict[str, str | int | None] = {
-        "host": parsed.host,
-        "port": parsed.port,
-        "user": parsed.username,
-        "password": parsed.password,
-        "dbname": parsed.database,
-    }
-    for key, value in parsed.query.items():
-        params[key] = value if isinstance(value, str) else ",".join(value)
-    return make_conninfo("", **{key: value for key, value in params.items() if value is not None})
-
-
 class NotificationListener:
     """LISTENs on one channel and calls ``on_notify(queue_id)`` for every notification.
 
     Args:
-        dsn: libpq connection string (see :func:`psycopg_dsn`).
+        dsn: libpq connection string (see :func:`app.store.dsn.psycopg_dsn`).
         on_notify: called with the payload as an ``int`` (payloads that are not are ignored).
         on_connect: called after every successful (re)connection.
         channel: the channel to LISTEN on.

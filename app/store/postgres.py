@@ -52,6 +52,7 @@ from app.core.models import (
 from app.core.ports import GuardState, NewRow
 from app.core.states import Event, State, allowed_from
 from app.store import batches, queries
+from app.store.connections import reaches_a_standby
 from app.store.lookups import LookupCache
 from app.store.tables import namespaces, queues, tokens
 
@@ -191,6 +192,9 @@ def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
     # A DataError raised by the driver itself (no SQLSTATE) is a value it could not convert,
     # typically one read back that Python cannot represent: the statement may have committed,
     # so it is no 400; it passes through as the bug it is (a logged 500 without its text).
+    if orig is not None and reaches_a_standby(orig):
+        # Failover: the connection reaches a demoted primary. The statement did nothing.
+        connection_lost = True
     if connection_lost or isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
         log.warning("database unavailable: %s", orig)
         return UnavailableError("the database is unavailable; retry later")
@@ -401,7 +405,7 @@ class PostgresStore:
                 view.checked = True
         except psycopg.Error as error:
             self._raise_catalogue_changed(error)
-            broken = driver.broken or driver.closed
+            broken = driver.broken or driver.closed or reaches_a_standby(error)
             if broken:
                 await greenlet_spawn(
                     _invalidate_on_disconnect, self.engine.sync_engine.pool, pooled, error

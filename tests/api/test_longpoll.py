@@ -13,7 +13,8 @@ import psycopg
 
 from app.api import longpoll
 from app.api.schemas import Dequeue
-from app.store.notifications import ListenerRegistrations, psycopg_dsn
+from app.store.dsn import psycopg_dsn
+from app.store.notifications import ListenerRegistrations
 from app.store.queries import LISTENER_REGISTER, LISTENERS_PRUNE
 from tests.api.conftest import Caller
 from tests.helpers import execute

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.models import NewMessage, Queue
 from app.core.service import QueueService
 from app.store import maintenance
-from app.store.notifications import psycopg_dsn
+from app.store.dsn import psycopg_dsn
 from app.store.queries import NOTIFY_CHANNEL
 from tests.api.conftest import Caller
 from tests.helpers import execute, make_queue, shift_back
