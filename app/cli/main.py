@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from app import bootstrap
 from app.cli.database import database, split_queue_path
+from app.cli.dev_cluster import dev_cluster
 from app.cli.messages import COMMANDS as MESSAGE_COMMANDS
 from app.cli.pipeline import pipeline
 from app.cli.reader import create_reader
@@ -353,7 +354,7 @@ def queue_resume(queue_path: str) -> None:
     _print(_run(lambda s: s.update_queue(ns, name, changes)))
 
 
-for _command in (*MESSAGE_COMMANDS, work, pipeline):
+for _command in (*MESSAGE_COMMANDS, work, pipeline, dev_cluster):
     main.add_command(_command)
 db.add_command(create_reader)
 

@@ -317,7 +317,7 @@ class LocalCluster:
             self._initdb(account)
         prepare_owned_dir(self.data_dir, account)
         if self._port is None:
-            self._port = self._read_state_port() or _free_port()
+            self._port = self._read_state_port() or free_port()
         self._write_state(self._port)
 
     def _initdb(self, account: PgAccount) -> None:
@@ -389,7 +389,7 @@ class LocalCluster:
             return port
         if self._requested_port is not None:
             raise ClusterError(f"port {port} on {HOST} is in use by another program")
-        new_port = _free_port()
+        new_port = free_port()
         logger.warning("port %d is in use by another program; using port %d", port, new_port)
         return new_port
 
@@ -577,7 +577,7 @@ def _read_pid(lock_file: Path) -> int | None:
         return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that is free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
