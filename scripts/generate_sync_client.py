@@ -27,6 +27,7 @@ TARGET = ROOT / "app" / "client" / "sync_client.py"
 REPLACEMENTS = {
     "AsyncClient": "Client",  # ours, and httpx's
     "AsyncBaseTransport": "BaseTransport",
+    "AsyncFailoverTransport": "FailoverTransport",
     "aclose": "close",
     "asynchronous": "sync",  # RetryPolicy.asynchronous -> RetryPolicy.sync
 }

@@ -21,12 +21,6 @@ DEFAULT_TIMEOUT = 10.0
 _encoder = msgspec.json.Encoder()
 
 
-def server_url(url: str | None) -> str:
-    """``url``, else ``$SUNDIAL_URL``, else the local default; always ending in ``/``."""
-    chosen = url or os.environ.get("SUNDIAL_URL") or DEFAULT_URL
-    return chosen.rstrip("/") + "/"
-
-
 def auth_headers(token: str | None) -> dict[str, str]:
     """The bearer header for ``token``, else ``$SUNDIAL_TOKEN`` (none if neither is set)."""
     chosen = token or os.environ.get("SUNDIAL_TOKEN")

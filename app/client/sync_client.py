@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -31,7 +31,6 @@ from app.client.http import (
     auth_headers,
     read_answer,
     request_arguments,
-    server_url,
 )
 from app.client.models import (
     AckResult,
@@ -47,6 +46,7 @@ from app.client.models import (
     Token,
 )
 from app.client.retry import RetryPolicy
+from app.client.servers import FailoverTransport, Servers, server_urls
 
 T = TypeVar("T")
 
@@ -56,7 +56,9 @@ class Client:
     blocks; their methods are the same).
 
     Args:
-        url: the server's root URL; default ``$SUNDIAL_URL`` or ``http://127.0.0.1:8080``.
+        url: the server's root URL, or several servers' (a list, or comma-separated: requests
+            move to the next server when one fails in transit, :mod:`app.client.servers`);
+            default ``$SUNDIAL_URL`` or ``http://127.0.0.1:8080``.
         token: a namespace or admin token; default ``$SUNDIAL_TOKEN``.
         timeout: seconds to wait for an answer (long polls get their wait on top).
         retry: the retry policy (``RetryPolicy(attempts=1)`` never retries).
@@ -65,7 +67,7 @@ class Client:
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         token: str | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT,
@@ -74,15 +76,19 @@ class Client:
     ) -> None:
         self._timeout = timeout
         self._retry = retry or RetryPolicy()
+        urls = server_urls(url)
+        self._servers = Servers(urls)
+        if len(urls) > 1:
+            transport = FailoverTransport(self._servers, transport)
         self._http = httpx.Client(
-            base_url=server_url(url), headers=auth_headers(token), transport=transport
+            base_url=urls[0], headers=auth_headers(token), transport=transport
         )
         self._reply_queues: set[str] = set()
 
     @property
     def url(self) -> str:
-        """The server's root URL."""
-        return str(self._http.base_url)
+        """The root URL of the server requests go to now."""
+        return str(self._servers.current)
 
     def close(self) -> None:
         """Close the pooled connections."""
