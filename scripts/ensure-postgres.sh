@@ -10,6 +10,10 @@
 # (directly as root, through sudo otherwise). Installing that package may start a
 # system cluster on port 5432; Sundial neither needs nor uses it.
 #
+# With --with-auto-failover, also make sure pg_auto_failover is installed for that PostgreSQL
+# (pg_autoctl and the monitor's extension: Debian's pg-auto-failover-cli and
+# postgresql-<major>-auto-failover), which `sundial dev-cluster` and the HA tests run.
+#
 # Prints one line when the binaries are present. Exits 1 if they cannot be installed.
 set -euo pipefail
 
@@ -58,6 +62,27 @@ find_bindir() {
     return 1
 }
 
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
+        echo "installing packages needs root; run as root: $*" >&2
+        exit 1
+    fi
+}
+
+ensure_auto_failover() {
+    local bindir="$1" major
+    major="$("$bindir/postgres" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)*.*/\1/')"
+    if command -v pg_autoctl >/dev/null 2>&1 &&
+        [ -f "/usr/share/postgresql/$major/extension/pgautofailover.control" ]; then
+        echo "pg_auto_failover: $(command -v pg_autoctl) (PostgreSQL $major)"
+        return 0
+    fi
+    echo "pg_auto_failover not found for PostgreSQL $major; installing it..." >&2
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        pg-auto-failover-cli "postgresql-$major-auto-failover"
+}
+
 install_postgres() {
     local sudo=""
     if [ "$(id -u)" -ne 0 ]; then
@@ -86,6 +111,7 @@ main() {
     local bindir
     if bindir="$(find_bindir)"; then
         echo "PostgreSQL server binaries: $bindir"
+        if [ "${1:-}" = --with-auto-failover ]; then ensure_auto_failover "$bindir"; fi
         return 0
     fi
     if [ -n "${SUNDIAL_PG_BINDIR:-}" ]; then
@@ -94,6 +120,7 @@ main() {
     install_postgres
     if bindir="$(find_bindir)"; then
         echo "PostgreSQL server binaries: $bindir"
+        if [ "${1:-}" = --with-auto-failover ]; then ensure_auto_failover "$bindir"; fi
         return 0
     fi
     echo "PostgreSQL was installed but initdb/postgres/pg_ctl are still not found." >&2
