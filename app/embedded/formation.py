@@ -432,6 +432,8 @@ class Formation:
         env["XDG_CONFIG_HOME"] = str(self.base_dir / "xdg" / "config")
         env["XDG_DATA_HOME"] = str(self.base_dir / "xdg" / "share")
         env["XDG_RUNTIME_DIR"] = str(self.base_dir / "xdg" / "run")
+        # pg_autoctl's initdb takes the encoding from the locale: without one, SQL_ASCII.
+        env["LC_ALL"] = env["LANG"] = "C.UTF-8"
         return env
 
     def _pg_autoctl(self) -> str:
