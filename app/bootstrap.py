@@ -15,7 +15,7 @@ from app.config import Settings
 from app.core.insights import QueueInsights
 from app.core.service import QueueService
 from app.core.validation import Limits
-from app.store.connections import discard_connections_to_standbys
+from app.store.connections import prepare_for_failover
 from app.store.dsn import connection_defaults
 from app.store.insights import PostgresInsights
 from app.store.postgres import PostgresStore
@@ -37,7 +37,9 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
     unless the URL sets them: a connection to a database machine that has vanished from the
     network fails within seconds, not the kernel's minutes or hours, and a multi-host URL moves
     on to the next host. A statement that finds its connection reaching a standby (a primary
-    demoted by a failover) counts as a disconnect: the pool is renewed, toward the new primary.
+    demoted by a failover) counts as a disconnect: the pool is renewed, toward the new primary;
+    and a commit cut short before the synchronous standby confirmed it is never acknowledged
+    (:func:`app.store.connections.prepare_for_failover`).
 
     ``jsonb`` columns (a leased message's metadata, on every dequeue) are decoded by msgspec
     rather than the standard library's ``json``, several times faster for the same values.
@@ -55,7 +57,7 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
         connect_args={**connection_defaults(database_url), "options": "-c TimeZone=UTC"},
         json_deserializer=msgspec.json.decode,
     )
-    discard_connections_to_standbys(engine)
+    prepare_for_failover(engine)
     return engine
 
 

@@ -228,6 +228,23 @@ class Formation:
         with self._locked():
             self._kill(name)
 
+    def pause_node(self, name: str) -> None:
+        """SIGSTOP the PostgreSQL of ``name`` and all its processes: a machine that froze, its
+        connections left open (:meth:`resume_node` undoes it)."""
+        self._signal_postgres(name, signal.SIGSTOP)
+
+    def resume_node(self, name: str) -> None:
+        """SIGCONT what :meth:`pause_node` stopped."""
+        self._signal_postgres(name, signal.SIGCONT)
+
+    def _signal_postgres(self, name: str, signum: signal.Signals) -> None:
+        postmaster = self._postmaster_pid(name)
+        if postmaster is None:
+            raise FormationError(f"the PostgreSQL of {name} is not running")
+        for pid in (postmaster, *_children(postmaster)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
     def switchover(self, timeout: float = 60) -> None:
         """A planned switchover: the standby becomes primary once it has caught up, and the old
         primary follows it as the new standby."""
@@ -361,6 +378,7 @@ class Formation:
         exits, so the keeper outlives this process and is never left a zombie of it."""
         account = self._account_()
         log = self.log_file(name)
+        self._remove_stale_pidfile(name)
         argv = [self._pg_autoctl(), "run", "--pgdata", str(self.data_dir(name))]
         subprocess.run(
             ["/bin/sh", "-c", 'exec "$@" </dev/null >>"$LOG" 2>&1 &', "sh", *argv],
@@ -369,6 +387,19 @@ class Formation:
             start_new_session=True,
             **account.subprocess_kwargs(),
         )
+
+    def _remove_stale_pidfile(self, name: str) -> None:
+        """pg_autoctl refuses to start while its pid file names a process that exists, and a
+        killed keeper lingers as a zombie until something reaps it: a pid file whose process
+        is dead (or a zombie) is removed."""
+        relative = self.data_dir(name).relative_to("/")
+        pidfile = self.base_dir / "xdg" / "run" / "pg_autoctl" / relative / "pg_autoctl.pid"
+        try:
+            pid = int(pidfile.read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return
+        if not _alive(pid):
+            pidfile.unlink(missing_ok=True)
 
     def _kill(self, name: str) -> None:
         pids: list[int] = []

@@ -7,11 +7,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import psycopg
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from app.core.errors import UnavailableError
 
@@ -30,14 +33,53 @@ def reaches_a_standby(error: BaseException) -> bool:
     return getattr(orig, "sqlstate", None) == READ_ONLY_SQL_TRANSACTION
 
 
-def discard_connections_to_standbys(engine: AsyncEngine) -> None:
-    """Make ``engine`` treat a connection that reaches a standby as disconnected: SQLAlchemy
-    then invalidates it and every connection pooled before it, as after a database restart."""
+UNREPLICATED_COMMIT = "canceling wait for synchronous replication"
+"""How PostgreSQL's warning begins when a commit stops waiting for the synchronous standby
+because its statement was cancelled (``pg_cancel_backend``, a ``statement_timeout`` set on the
+role or database): the transaction has committed on the primary, but may not be on the standby,
+and PostgreSQL reports it as a success."""
+
+_WATCH = "sundial.replication_watch"
+
+
+class ReplicationWatch:
+    """Hears the notices of one connection and remembers an unreplicated commit."""
+
+    __slots__ = ("unreplicated",)
+
+    def __init__(self) -> None:
+        self.unreplicated = False
+
+    def __call__(self, diagnostic: psycopg.errors.Diagnostic) -> None:
+        if (diagnostic.message_primary or "").startswith(UNREPLICATED_COMMIT):
+            self.unreplicated = True
+
+
+def replication_watch(info: dict[Any, Any]) -> ReplicationWatch | None:
+    """The watch of a pooled connection (its ``info``), set by :func:`prepare_for_failover`."""
+    watch: ReplicationWatch | None = info.get(_WATCH)
+    return watch
+
+
+def prepare_for_failover(engine: AsyncEngine) -> None:
+    """What ``engine`` needs on a database that fails over:
+
+    - a connection that reaches a standby counts as disconnected: SQLAlchemy then invalidates it
+      and every connection pooled before it, as after a database restart;
+    - every connection gets a :class:`ReplicationWatch`, so that the store never acknowledges a
+      change whose commit was cut short before its standby confirmed it.
+    """
 
     @event.listens_for(engine.sync_engine, "handle_error")
     def _standby_is_a_disconnect(context: ExceptionContext) -> None:
         if reaches_a_standby(context.original_exception):
             context.is_disconnect = True
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _watch_replication(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        watch = ReplicationWatch()
+        dbapi_connection.driver_connection.add_notice_handler(watch)
+        record.info[_WATCH] = watch
 
 
 @asynccontextmanager

@@ -52,7 +52,7 @@ from app.core.models import (
 from app.core.ports import GuardState, NewRow
 from app.core.states import Event, State, allowed_from
 from app.store import batches, queries
-from app.store.connections import reaches_a_standby
+from app.store.connections import ReplicationWatch, reaches_a_standby, replication_watch
 from app.store.lookups import LookupCache
 from app.store.tables import namespaces, queues, tokens
 
@@ -199,6 +199,18 @@ def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
         log.warning("database unavailable: %s", orig)
         return UnavailableError("the database is unavailable; retry later")
     return error
+
+
+def _refuse_unreplicated(watch: ReplicationWatch | None) -> None:
+    """Refuse to acknowledge what a block did if one of its commits stopped waiting for the
+    synchronous standby (:data:`app.store.connections.UNREPLICATED_COMMIT`): the change is on the
+    primary, but a failover now could lose it, so its outcome is unknown to the client (503)."""
+    if watch is not None and watch.unreplicated:
+        watch.unreplicated = False
+        log.warning("a commit was cancelled before the synchronous standby confirmed it")
+        raise UnavailableError(
+            "the change reached the primary but its standby did not confirm it; retry"
+        )
 
 
 def _raise_translated(error: Exception, *, connection_lost: bool = False) -> NoReturn:
@@ -365,6 +377,9 @@ class PostgresStore:
         translated into the core's."""
         try:
             async with self._autocommit.connect() as conn:
+                watch = replication_watch(conn.info)
+                if watch is not None:
+                    watch.unreplicated = False
                 view = catalogue.unchecked_view()
                 if view is not None:
                     # This path's statements do not carry the catalogue guard: check it first.
@@ -372,6 +387,7 @@ class PostgresStore:
                     await conn.execute(queries.CATALOGUE_CHECK, guard)
                     view.checked = True
                 yield conn
+                _refuse_unreplicated(watch)
         except (sa_exc.TimeoutError, sa_exc.DBAPIError, OSError) as error:
             self._raise_catalogue_changed(error)
             _raise_translated(error)
@@ -396,9 +412,13 @@ class PostgresStore:
         except (sa_exc.TimeoutError, psycopg.Error, OSError) as error:
             _raise_translated(error)
         driver: psycopg.AsyncConnection[Any] = pooled.driver_connection  # type: ignore[assignment]
+        watch = replication_watch(pooled.info)
+        if watch is not None:
+            watch.unreplicated = False
         try:
             await driver.set_autocommit(True)
             yield driver
+            _refuse_unreplicated(watch)
             # Every statement of this path carries the catalogue guard, and it passed.
             view = catalogue.current_view()
             if view is not None and view.version is not None:

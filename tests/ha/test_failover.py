@@ -258,3 +258,48 @@ def test_the_python_client_rides_through_a_switchover(
     assert not errors, errors
     assert done == ids
     assert set(ids) <= stored_ids(formation)
+
+
+def test_a_commit_its_standby_never_confirmed_is_not_acknowledged(
+    formation: Formation, server: str, queue: str
+) -> None:
+    # The standby freezes and the monitor is gone, so the primary keeps waiting for the
+    # standby's confirmation (its connection is open: the primary does not demote itself).
+    # Cancelling the waiting statement makes PostgreSQL report the commit as done, with only a
+    # warning: Sundial must answer that the outcome is unknown (503), not 201.
+    primary = formation.primary()
+    assert primary is not None
+    standby = next(node.name for node in formation.nodes() if node.name != primary.name)
+    formation.kill_node("monitor")
+    formation.pause_node(standby)
+    answers: list[httpx.Response] = []
+    try:
+
+        def enqueue() -> None:
+            with httpx.Client(headers=ADMIN, timeout=60) as http:
+                body = {"messages": [{"id": "unconfirmed"}]}
+                answers.append(http.post(f"{queue}/messages", json=body))
+
+        sending = threading.Thread(target=enqueue)
+        sending.start()
+        waiting = "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+        with psycopg.connect(formation.node_dsn(primary.name), autocommit=True) as conn:
+            deadline = time.monotonic() + 30
+            while not (pids := conn.execute(waiting).fetchall()):
+                assert time.monotonic() < deadline, "the commit never waited for the standby"
+                time.sleep(0.05)
+            for (pid,) in pids:
+                conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        sending.join(timeout=60)
+    finally:
+        formation.resume_node(standby)
+        formation.start_node("monitor")
+    [answer] = answers
+    assert answer.status_code == 503, answer.text
+    assert "Retry-After" in answer.headers
+    # The outcome was unknown, and a retry with the same id settles it: the message had
+    # committed on the primary, and now its standby has it too.
+    with httpx.Client(headers=ADMIN, timeout=30) as http:
+        again = http.post(f"{queue}/messages", json={"messages": [{"id": "unconfirmed"}]})
+    assert again.status_code == 201, again.text
+    assert again.json()["messages"][0]["created"] is False
