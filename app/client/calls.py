@@ -2,8 +2,9 @@
 and whether repeating it is safe. The sync and async clients only send calls.
 
 A call is *safe to retry* when sending it twice has the effect of sending it once: reads,
-``PUT``/``PATCH``/``DELETE`` (they set a state), ``extend`` (it sets the expiry from now) and
-an enqueue in which every message carries its own id (the server never duplicates an id).
+``PUT``/``PATCH``/``DELETE`` (they set a state), ``extend`` (it sets the expiry from now), a
+complete (repeated with its lease, it answers 200 again) and an enqueue in which every message
+carries its own id (the server never duplicates an id).
 """
 
 from __future__ import annotations
@@ -246,9 +247,10 @@ def delete_message(queue: str, message_id: str) -> Call[None]:
 
 
 def complete(queue: str, message_id: str, lease_id: str) -> Call[Message]:
-    """``POST …/messages/{id}/complete``."""
+    """``POST …/messages/{id}/complete``. Safe to repeat: a complete repeated with the lease
+    that completed the message answers 200 again (docs/api.md, Idempotency)."""
     path = f"{_message(queue, message_id)}/complete"
-    return Call("POST", path, _MESSAGE, {"lease_id": lease_id})
+    return Call("POST", path, _MESSAGE, {"lease_id": lease_id}, safe=True)
 
 
 def fail(
@@ -293,13 +295,14 @@ def ack(
     complete: Iterable[tuple[str, str]] = (),
     fail: Iterable[tuple[str, str, str | None]] = (),
 ) -> Call[list[AckResult]]:
-    """``POST …/ack``: complete ``(id, lease_id)`` and fail ``(id, lease_id, error)`` items."""
+    """``POST …/ack``: complete ``(id, lease_id)`` and fail ``(id, lease_id, error)`` items.
+    Safe to repeat when it only completes (a fail's repeat would be refused)."""
     body = {
         "complete": [{"id": i, "lease_id": lease} for i, lease in complete],
         "fail": [_given(id=i, lease_id=lease, error=error) for i, lease, error in fail],
     }
     decode = _decoder(list[AckResult], "results")
-    return Call("POST", f"{_queue(queue)}/ack", decode, body)
+    return Call("POST", f"{_queue(queue)}/ack", decode, body, safe=not body["fail"])
 
 
 def query_messages(

@@ -37,9 +37,12 @@ def should_retry(error: BaseException, *, safe: bool) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try: ``attempts`` in all (1 = never retry), within ``max_seconds``."""
+    """How hard to try: ``attempts`` in all (1 = never retry), within ``max_seconds``.
 
-    attempts: int = 5
+    The default gives up after 30 s whatever the number of attempts: long enough to ride
+    through a database failover (seconds of 503s, docs/high-availability.md)."""
+
+    attempts: int = 20
     max_seconds: float = 30.0
     initial_wait: float = 0.1
     max_wait: float = 5.0

@@ -289,6 +289,31 @@ def test_unknown_outcomes_are_retried_only_when_safe() -> None:
     assert seen == [f"POST /v1/namespaces/shop/queues/emails/{p}" for p in ("messages", "dequeue")]
 
 
+def test_completes_are_retried_through_an_outage_and_fails_are_not() -> None:
+    now = "2026-01-01T00:00:00Z"
+    message = {
+        "id": "x", "state": "completed", "priority": 0, "payload": None, "metadata": {},
+        "attempts": 1, "max_attempts": 5, "lease_seconds": 30, "lease_id": "lease",
+        "lease_expires_at": None, "visible_at": now, "expires_at": None, "enqueued_at": now,
+        "updated_at": now, "finished_at": now, "last_error": None, "exclusive_value": None,
+    }  # fmt: skip
+    completed = httpx.Response(200, json=message)
+    transport, seen = scripted(error(503, "unavailable"), httpx.ReadTimeout("lost"), completed)
+    with Client("http://sundial.test", "t", transport=transport, retry=QUICK) as client:
+        assert client.complete(Q, "x", "lease").state == "completed"  # the same lease: safe
+    assert len(seen) == 3
+
+    acked = httpx.Response(200, json={"results": [{"id": "x", "ok": True}]})
+    transport, seen = scripted(error(503, "unavailable"), acked, *[error(503, "unavailable")] * 2)
+    with Client("http://sundial.test", "t", transport=transport, retry=QUICK) as client:
+        assert client.ack(Q, complete=[("x", "lease")])[0].ok
+        with pytest.raises(Unavailable):
+            client.ack(Q, fail=[("x", "lease", "boom")])  # a repeated fail would be refused
+        with pytest.raises(Unavailable):
+            client.fail(Q, "x", "lease")
+    assert len(seen) == 4
+
+
 def test_requests_that_never_arrived_are_always_retried() -> None:
     transport, seen = scripted(
         httpx.ConnectError("refused"), error(429, "rate_limited", "0"), ENQUEUED
