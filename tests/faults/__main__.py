@@ -4,14 +4,22 @@ Usage (from the top of the checkout)::
 
     .venv/bin/python -m tests.faults --duration 300            # 5 minutes of traffic and faults
     .venv/bin/python -m tests.faults --duration 300 --seed 7 --verbose --keep
+    .venv/bin/python -m tests.faults --ha --duration 300        # on a pg_auto_failover formation
 
 Every fault type of :data:`tests.faults.harness.FAULTS` is injected in shuffled rounds, one after
 another with ``--gap`` seconds of undisturbed traffic before each, until ``--duration`` seconds
 of traffic have passed; then producers stop, the system drains and the checks run. ``--faults``
 restricts the campaign to some fault types (e.g. ``--faults leader_partition,leader_pause``);
-``--no-proxy`` runs without the TCP proxies (and without their faults). The exit status is 0
-when no violation was found, 1 otherwise; the working directory (cluster data, server logs) is kept
-when a violation is found, or always with ``--keep``.
+``--no-proxy`` runs without the TCP proxies (and without their faults).
+
+``--ha`` runs the servers on a pg_auto_failover formation (a monitor, a primary and its
+synchronous standby; needs ``pg_autoctl``) and injects the faults of
+:data:`tests.faults.harness.HA_CAMPAIGN_FAULTS`: the formation's own (``switchover``,
+``kill_primary``, ``stop_standby``) and the server faults that need no proxy. The report gives
+the write outage of every fault, and per fault type (count, median, max).
+
+The exit status is 0 when no violation was found, 1 otherwise; the working directory (database
+data and logs, server logs) is kept when a violation is found, or always with ``--keep``.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tests.faults.harness import FAULTS, CampaignConfig, run_campaign
+from tests.faults.harness import FAULTS, HA_FAULTS, CampaignConfig, run_campaign
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,9 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gap", type=float, default=3.0, help="seconds between faults")
     parser.add_argument(
-        "--faults", default=",".join(FAULTS), help="comma-separated fault types to inject"
+        "--faults",
+        help="comma-separated fault types to inject (default: every one that applies), among "
+        + ", ".join(FAULTS + HA_FAULTS),
     )
     parser.add_argument("--no-proxy", action="store_true", help="servers connect directly")
+    parser.add_argument(
+        "--ha", action="store_true", help="run on a pg_auto_failover formation, with its faults"
+    )
     parser.add_argument("--workdir", type=Path, help="where the cluster and logs go")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     parser.add_argument("--verbose", action="store_true", help="log faults as they happen")
@@ -41,10 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     config = CampaignConfig(
         duration=args.duration,
         seed=args.seed,
-        faults=[f.strip() for f in args.faults.split(",") if f.strip()],
+        faults=[f.strip() for f in args.faults.split(",") if f.strip()] if args.faults else None,
         repeat=True,
         gap=args.gap,
         use_proxy=not args.no_proxy,
+        ha=args.ha,
         workdir=args.workdir,
         keep_workdir=args.keep,
         verbose=args.verbose,

@@ -53,6 +53,28 @@ connection), ``leader_loss`` (kill -9 of the process whose scheduler leads, foun
 open) and ``leader_pause`` (SIGSTOP of the leading server for ``partition_seconds``); after the
 last three another node must lead within the takeover limit (it fences the stalled leader).
 
+High availability (``CampaignConfig.ha``, ``python -m tests.faults --ha``). The database is a
+pg_auto_failover formation (:class:`app.embedded.formation.Formation`: a monitor, a primary and
+its synchronous standby) instead of one cluster; both servers get its multi-host URL directly (no
+proxies, so no proxy faults) and the harness's own connections follow the primary and wait out a
+failover. The formation faults (:data:`HA_FAULTS`): ``switchover`` (planned: the standby takes
+over), ``kill_primary`` (SIGKILL of the primary's keeper and PostgreSQL; the standby is promoted,
+then the killed node is started again and must rejoin as the standby) and ``stop_standby`` (the
+standby stops cleanly; the primary serves alone, without synchronous replication, for a few
+seconds; the standby comes back). After each the formation must be healthy again (a primary and
+a caught-up standby) before the next fault. The server faults that do not need a proxy run too
+(:data:`HA_CAMPAIGN_FAULTS`); ``terminate_backends`` hits the current primary (the harness's
+connections reach only the node that accepts writes); ``pg_restart_immediate`` is left out: a
+``pg_ctl restart`` behind a keeper's back races the keeper, and ``kill_primary`` is the crash of
+a formation. A kill of the primary and a switchover both count as database crashes for the
+checks (see Crashes): a claim's commit does not wait for the standby either, so a lease granted
+on the old primary just before it went may be unknown to the new one.
+
+Write outage. For every fault the report gives the longest stretch without an acknowledged
+enqueue that overlaps the fault (:func:`write_outage`): from the last 2xx enqueue answer before
+it to the next one. It includes up to one ordinary interval between answers (~0.1-0.2 s here),
+and it is a figure, not a check.
+
 Use :func:`run_campaign` (``tests/faults/test_faults.py``, ``python -m tests.faults``); the checkers
 are plain functions over :class:`History` and database rows, so they can be fed synthetic broken
 histories (``tests/faults/test_checks_detect_breakage.py``).
@@ -61,6 +83,7 @@ histories (``tests/faults/test_checks_detect_breakage.py``).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import itertools
@@ -69,6 +92,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import tempfile
 import time
@@ -77,12 +101,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import psycopg
 
 from app.embedded import LocalCluster
+from app.embedded.formation import NODE_NAMES, Formation, FormationError, NodeState
 from app.store import migrate
 from tests.faults.proxy import FaultProxy
 from tests.processes import ROOT, SUNDIAL, free_port
@@ -104,15 +129,38 @@ FAULTS: tuple[str, ...] = (
 )
 """Every fault type, in the order the CI campaign injects them (a killed server restarts in the
 background, ~5-20 s: the faults that need every server up come after others)."""
+HA_FAULTS: tuple[str, ...] = ("switchover", "kill_primary", "stop_standby")
+"""The faults of a pg_auto_failover formation (``CampaignConfig.ha`` only)."""
+HA_CAMPAIGN_FAULTS: tuple[str, ...] = (
+    "switchover",
+    "kill_server",
+    "terminate_backends",
+    "pause_server",
+    "kill_primary",
+    "leader_loss",
+    "stop_standby",
+    "leader_pause",
+    "kill_mid_batch",
+)
+"""Every fault of an HA campaign, in the order a campaign without ``repeat`` injects them: the
+formation faults and the server faults that need no proxy."""
 NEEDS_ALL_UP = frozenset(
     {"kill_server", "leader_loss", "kill_mid_batch", "leader_partition", "leader_pause"}
-)
+) | frozenset(HA_FAULTS)
+"""Faults that wait until every server is up: a formation fault too, so that its write outage
+is the database's alone (and a server restarting meanwhile does not exhaust its start tries)."""
 
 PROXY_FAULTS = frozenset({"proxy_latency", "proxy_cut", "proxy_stall", "leader_partition"})
+NOT_IN_HA = PROXY_FAULTS | {"pg_restart_immediate"}
+"""Left out of an HA campaign: there are no proxies, and a ``pg_ctl restart`` behind a keeper's
+back races the keeper (``kill_primary`` is the crash of a formation)."""
+CRASH_FAULTS = frozenset({"pg_restart_immediate", "kill_primary", "switchover"})
+"""Faults after which the database may have forgotten a lease (see the module docstring)."""
 LIVE_STATES = frozenset({"invisible", "pending", "running"})
 TERMINAL_STATES = frozenset({"completed", "canceled", "errored"})
 Crash = tuple[float, float]
-"""(start, end) wall-clock times of a database crash (``pg_restart_immediate``)."""
+"""(start, end) wall-clock times of a database crash (``pg_restart_immediate``), or of a change of
+primary (``kill_primary``, ``switchover``: until the new primary accepts writes)."""
 NAMESPACE = "faults"
 SIMPLE = "simple"
 EXCLUSIVE = "exclusive"
@@ -130,12 +178,15 @@ class CampaignConfig:
     duration: float = 45.0
     """Seconds of traffic with faults (the schedule runs inside it, then traffic continues)."""
     seed: int = 1
-    faults: Sequence[str] = FAULTS
-    """Faults to inject, in order; with ``repeat``, shuffled rounds of them until ``duration``."""
+    faults: Sequence[str] | None = None
+    """Faults to inject, in order; with ``repeat``, shuffled rounds of them until ``duration``.
+    None: every fault that applies (:data:`FAULTS`, or :data:`HA_CAMPAIGN_FAULTS` with ``ha``)."""
     repeat: bool = False
     gap: float = 1.5
     """Seconds of undisturbed traffic before each fault."""
     use_proxy: bool = True
+    ha: bool = False
+    """Run on a pg_auto_failover formation, with its faults (see the module docstring)."""
     lease_seconds: int = 2
     simple_producers: int = 2
     exclusive_producers: int = 1
@@ -151,11 +202,25 @@ class CampaignConfig:
     latency_seconds: float = 4.0
     stall_seconds: float = 2.5
     server_start_timeout: float = 60.0
+    failover_timeout: float = 60.0
+    """HA: seconds for a new primary to accept writes (a switchover, a killed primary), and for a
+    primary whose standby stopped to run alone."""
+    rejoin_timeout: float = 90.0
+    """HA: seconds for a killed or stopped node to be back as a caught-up standby."""
+    lone_primary_seconds: float = 3.0
+    """HA: seconds of traffic on a primary alone (``stop_standby``) before the standby returns."""
+    database_patience: float = 30.0
+    """HA: seconds the harness's own queries keep retrying (longer than a failover)."""
     simple_retention_seconds: int = 20
     """Short, so that the scheduler moves finished messages into history during the run."""
     workdir: Path | None = None
     keep_workdir: bool = False
     verbose: bool = False
+
+    @property
+    def proxied(self) -> bool:
+        """Whether the servers reach the database through the fault proxies."""
+        return self.use_proxy and not self.ha
 
 
 class HarnessError(RuntimeError):
@@ -269,6 +334,19 @@ class FaultEvent:
     started: float
     ended: float
     detail: str
+    crash: Crash | None = None
+    """For a fault of :data:`CRASH_FAULTS`, the part of it in which leases may be forgotten, when
+    the injector knows it (from the fault's start until a new primary accepts writes)."""
+    outage: float | None = None
+    """Seconds of the longest stretch without an acknowledged enqueue overlapping the fault
+    (:func:`write_outage`); None when nothing was acknowledged after it."""
+
+    @property
+    def crash_window(self) -> Crash | None:
+        """The crash the checks must allow for: :attr:`crash`, else the whole fault."""
+        if self.name not in CRASH_FAULTS:
+            return None
+        return self.crash or (self.started, self.ended)
 
 
 @dataclass
@@ -612,6 +690,37 @@ def _expiry_cause(d: Delivery) -> str:
     return "expiry"
 
 
+# --- write outages ----------------------------------------------------------------------------
+
+
+def write_outage(
+    acknowledged: Iterable[float], start: float, end: float, origin: float
+) -> float | None:
+    """The longest stretch between consecutive acknowledged enqueues that overlaps [start, end].
+
+    ``acknowledged`` are the times 2xx enqueue answers arrived; ``origin`` stands for the last one
+    when none came before ``start``. None when no answer arrived at or after ``end``: the outage
+    did not end (within the history).
+    """
+    times = sorted(set(acknowledged))
+    first_after = bisect.bisect_right(times, start)
+    previous = times[first_after - 1] if first_after else origin
+    longest = 0.0
+    for at in times[first_after:]:
+        longest = max(longest, at - previous)
+        if at >= end:
+            return longest
+        previous = at
+    return None
+
+
+def measure_outages(history: History) -> None:
+    """Set :attr:`FaultEvent.outage` of every fault from the history's enqueue answers."""
+    acknowledged = [e.at for e in history.enqueues]
+    for fault in history.faults:
+        fault.outage = write_outage(acknowledged, fault.started, fault.ended, history.started)
+
+
 # --- the report -------------------------------------------------------------------------------
 
 
@@ -652,6 +761,24 @@ class Report:
 
     def fault_counts(self) -> Counter[str]:
         return Counter(f.name for f in self.history.faults)
+
+    def outages(self) -> dict[str, dict[str, float | int | None]]:
+        """Write outage per fault type (:attr:`FaultEvent.outage`): ``count`` of faults, ``median``
+        and ``max`` seconds over those after which an enqueue was acknowledged, and ``unended``:
+        how many had none after them."""
+        by_name: dict[str, list[float | None]] = defaultdict(list)
+        for fault in self.history.faults:
+            by_name[fault.name].append(fault.outage)
+        summary: dict[str, dict[str, float | int | None]] = {}
+        for name, outages in sorted(by_name.items()):
+            ended = [o for o in outages if o is not None]
+            summary[name] = {
+                "count": len(outages),
+                "median": statistics.median(ended) if ended else None,
+                "max": max(ended) if ended else None,
+                "unended": len(outages) - len(ended),
+            }
+        return summary
 
     def figures(self) -> dict[str, Any]:
         lost, fencing = self.check("lost"), self.check("fencing")
@@ -695,19 +822,35 @@ class Report:
         }
 
     def format(self) -> str:
+        database = "pg_auto_failover formation" if self.config.ha else "one PostgreSQL"
         lines = [
             f"Sundial fault campaign: seed {self.config.seed}, "
             f"{self.traffic_seconds:.1f} s of traffic, {self.total_seconds:.1f} s in all, "
-            f"proxy {'on' if self.config.use_proxy else 'off'}",
+            f"{database}, proxy {'on' if self.config.proxied else 'off'}",
             f"workdir: {self.workdir}",
             "",
             "faults injected: "
             + ", ".join(f"{name} x{n}" for name, n in sorted(self.fault_counts().items())),
+            "  (start, duration, longest gap between acknowledged enqueues overlapping it, fault)",
         ]
         lines += [
             f"  +{fault.started - self.history.started:6.1f}s "
-            f"{fault.ended - fault.started:5.1f}s  {fault.name:<22} {fault.detail}"
+            f"{fault.ended - fault.started:5.1f}s "
+            f"{_seconds(fault.outage):>6}  {fault.name:<22} {fault.detail}"
             for fault in self.history.faults
+        ]
+        lines += [
+            "",
+            "write outage per fault type (the longest gap between acknowledged enqueues that",
+            "overlaps the fault; s):",
+            "",
+            "| fault | count | median | max | no enqueue acknowledged after it |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {name} | {row['count']} | {_seconds(row['median'])} | {_seconds(row['max'])} "
+            f"| {row['unended']} |"
+            for name, row in self.outages().items()
         ]
         lines += ["", "| metric | value |", "|---|---:|"]
         lines += [f"| {name} | {value} |" for name, value in self.figures().items()]
@@ -726,13 +869,17 @@ class Report:
         return "\n".join(lines)
 
 
+def _seconds(value: float | int | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
 def run_checks(
     history: History,
     db: Mapping[tuple[str, str], DbRow],
     duplicated_rows: Iterable[tuple[str, str]] = (),
 ) -> list[CheckResult]:
     """Every check over a finished history and the final database state."""
-    crashes = [(f.started, f.ended) for f in history.faults if f.name == "pg_restart_immediate"]
+    crashes = [window for f in history.faults if (window := f.crash_window) is not None]
     return [
         check_lost(history.enqueues, db, duplicated_rows),
         check_fencing(history.deliveries, db),
@@ -881,16 +1028,37 @@ class ServerProcess:
         return found
 
 
-class Database:
-    """Direct connections to the cluster (never through the proxy), for the harness only."""
+class DatabaseTarget(Protocol):
+    """Where the campaign's database is: a :class:`LocalCluster` or a :class:`Formation`."""
 
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
+    @property
+    def libpq_dsn(self) -> str:
+        """For the harness's own connections (a formation's: to the node accepting writes)."""
+        ...
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """For the servers and the migration."""
+        ...
+
+
+class Database:
+    """Direct connections to the database (never through the proxy), for the harness only.
+
+    Args:
+        target: The cluster or formation.
+        patience: Seconds :meth:`fetch` keeps retrying at least (beyond its ``tries``): longer
+            than a failover for a formation.
+    """
+
+    def __init__(self, target: DatabaseTarget, *, patience: float = 0.0) -> None:
+        self.target = target
+        self.patience = patience
 
     @property
     def dsn(self) -> str:
         return (
-            f"{self.cluster.libpq_dsn} application_name={HARNESS_APP} connect_timeout=3 "
+            f"{self.target.libpq_dsn} application_name={HARNESS_APP} connect_timeout=3 "
             "options='-c statement_timeout=5000'"
         )
 
@@ -898,8 +1066,12 @@ class Database:
         return await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
 
     async def fetch(self, query: str, params: Sequence[Any] = (), tries: int = 20) -> list[Any]:
-        """Run a query, retrying (bounded) while the cluster is restarting."""
-        for attempt in range(tries):
+        """Run a query, retrying (bounded: ``tries`` times and ``patience`` seconds at least)
+        while the database is restarting or failing over."""
+        give_up = time.monotonic() + self.patience
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 async with asyncio.timeout(10):
                     conn = await self.connect()
@@ -907,10 +1079,9 @@ class Database:
                         cursor = await conn.execute(query, params)
                         return await cursor.fetchall() if cursor.description else []
             except (psycopg.OperationalError, OSError, TimeoutError):
-                if attempt == tries - 1:
+                if attempt >= tries and time.monotonic() >= give_up:
                     raise
                 await asyncio.sleep(0.25)
-        raise AssertionError("unreachable")
 
     async def live_count(self) -> int:
         rows = await self.fetch(
@@ -1312,20 +1483,27 @@ class Workload:
 
 
 class Injector:
-    """Injects the faults of :data:`FAULTS` into the running system."""
+    """Injects the faults of :data:`FAULTS` and :data:`HA_FAULTS` into the running system.
+
+    ``cluster`` is needed by ``pg_restart_immediate`` only, ``formation`` by the faults of
+    :data:`HA_FAULTS` only; every other fault reaches the database through ``database``.
+    """
 
     def __init__(
         self,
         config: CampaignConfig,
-        cluster: LocalCluster,
         database: Database,
         proxies: dict[str, FaultProxy],
         servers: list[ServerProcess],
         workload: Workload | None,
         history: History,
+        *,
+        cluster: LocalCluster | None = None,
+        formation: Formation | None = None,
     ) -> None:
         self.config = config
         self.cluster = cluster
+        self.formation = formation
         self.database = database
         self.proxies = proxies
         self.servers = servers
@@ -1335,6 +1513,8 @@ class Injector:
         self.queue_ids: dict[str, int] = {}
         self.restarts: dict[str, asyncio.Task[None]] = {}
         self.event: FaultEvent | None = None
+        self.formation_broken = False
+        """A formation fault failed: the formation faults that follow are skipped."""
 
     async def inject(self, name: str) -> FaultEvent:
         if name in NEEDS_ALL_UP:
@@ -1343,7 +1523,12 @@ class Injector:
         _log(self.config, f"fault {name} ...")
         self.event = event = FaultEvent(name, started, started, "")
         self.history.faults.append(event)
-        event.detail = await getattr(self, name)()
+        try:
+            event.detail = await getattr(self, name)()
+        except FormationError as error:  # it did not recover: the campaign has failed
+            self.formation_broken = True
+            self.history.fault_violations.append(f"{name}: {error}")
+            event.detail = f"FAILED: {str(error).splitlines()[0]}"
         event.ended = time.time()
         _log(self.config, f"fault {name}: {event.detail}")
         return event
@@ -1533,17 +1718,135 @@ class Injector:
     # --- database faults
 
     async def pg_restart_immediate(self) -> str:
+        assert self.cluster is not None, "pg_restart_immediate needs the cluster"
         began = time.monotonic()
         await asyncio.to_thread(self.cluster.restart, "immediate")
         return f"pg_ctl restart -m immediate took {time.monotonic() - began:.1f} s"
 
     async def terminate_backends(self) -> str:
+        """``pg_terminate_backend`` of every server connection (on a formation: the primary's).
+        The servers connect over TCP; a formation's keeper holds a local (socket) one."""
         rows = await self.database.fetch(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND backend_type = 'client backend' AND application_name NOT LIKE 'faults-%%'"
+            "AND backend_type = 'client backend' AND application_name NOT LIKE 'faults-%%' "
+            "AND client_addr IS NOT NULL"
         )
         return f"pg_terminate_backend of {rows[0][0]} server connections"
+
+    # --- formation faults (``ha``)
+
+    async def _healthy_formation(self) -> tuple[Formation, NodeState, NodeState]:
+        """The formation once it is healthy (bounded), its primary and its standby."""
+        assert self.formation is not None, "a formation fault needs the formation (ha=True)"
+        nodes = await asyncio.to_thread(
+            self.formation.wait_until,
+            formation_healthy,
+            self.config.rejoin_timeout,
+            "a primary and a caught-up standby",
+        )
+        primary = next(n for n in nodes if n.reported == "primary")
+        standby = next(n for n in nodes if n.reported == "secondary")
+        return self.formation, primary, standby
+
+    async def _rejoin(self, formation: Formation, name: str) -> float:
+        """Start a stopped or killed node; seconds until it is a caught-up standby again.
+
+        Raises:
+            FormationError: not within ``rejoin_timeout`` (with the keepers' log tails).
+        """
+        began = time.monotonic()
+        await asyncio.to_thread(formation.start_node, name)
+        await asyncio.to_thread(
+            formation.wait_until,
+            formation_healthy,
+            self.config.rejoin_timeout,
+            f"{name} back as a caught-up standby",
+        )
+        return time.monotonic() - began
+
+    async def _wait_writable(self, formation: Formation, began: float) -> float:
+        """Wait until a node accepts writes again; ends the event's crash window there, and
+        returns the seconds since ``began`` (a monotonic time)."""
+        await asyncio.to_thread(formation.wait_writable, self.config.failover_timeout)
+        if self.event is not None:
+            self.event.crash = (self.event.started, time.time())
+        return time.monotonic() - began
+
+    async def switchover(self) -> str:
+        """A planned switchover: the standby takes over, the primary follows it."""
+        if self.formation_broken:
+            return "skipped: the formation did not recover from an earlier fault"
+        formation, primary, standby = await self._healthy_formation()
+        began = time.monotonic()
+
+        async def promoted() -> float:
+            await asyncio.to_thread(
+                formation.wait_until,
+                lambda nodes: any(n.writable and n.name == standby.name for n in nodes),
+                self.config.failover_timeout,
+                f"{standby.name} promoted",
+            )
+            return await self._wait_writable(formation, began)
+
+        # The monitor is watched while pg_autoctl waits for the whole switchover: the crash
+        # window ends as soon as the new primary accepts writes.
+        _, writable = await asyncio.gather(
+            asyncio.to_thread(formation.switchover, self.config.failover_timeout), promoted()
+        )
+        switched = time.monotonic() - began
+        await self._healthy_formation()
+        return (
+            f"{primary.name} -> {standby.name}: {standby.name} accepts writes after "
+            f"{writable:.1f} s; switchover complete after {switched:.1f} s"
+        )
+
+    async def kill_primary(self) -> str:
+        """SIGKILL of the primary's keeper and PostgreSQL (the machine is lost); the standby must
+        be promoted, and the killed node must rejoin as the standby once started again."""
+        if self.formation_broken:
+            return "skipped: the formation did not recover from an earlier fault"
+        formation, primary, _ = await self._healthy_formation()
+        began = time.monotonic()
+        await asyncio.to_thread(formation.kill_node, primary.name)
+        nodes = await asyncio.to_thread(
+            formation.wait_until,
+            lambda nodes: any(n.writable and n.name != primary.name for n in nodes),
+            self.config.failover_timeout,
+            f"a new primary after the loss of {primary.name}",
+        )
+        promoted = next(n.name for n in nodes if n.writable)
+        writable = await self._wait_writable(formation, began)
+        rejoined = await self._rejoin(formation, primary.name)
+        return (
+            f"SIGKILL {primary.name}; {promoted} accepts writes after {writable:.1f} s; "
+            f"{primary.name} started again, a caught-up standby after {rejoined:.1f} s"
+        )
+
+    async def stop_standby(self) -> str:
+        """Stop the standby cleanly; the primary runs alone (``wait_primary``: no synchronous
+        replication) for ``lone_primary_seconds``; then the standby comes back."""
+        if self.formation_broken:
+            return "skipped: the formation did not recover from an earlier fault"
+        formation, primary, standby = await self._healthy_formation()
+        began = time.monotonic()
+        await asyncio.to_thread(formation.stop_node, standby.name)
+        await asyncio.to_thread(
+            formation.wait_until,
+            lambda nodes: any(
+                n.name == primary.name and n.settled and n.reported == "wait_primary" for n in nodes
+            ),
+            self.config.failover_timeout,
+            f"{primary.name} alone (wait_primary)",
+        )
+        alone = time.monotonic() - began
+        await asyncio.sleep(self.config.lone_primary_seconds)
+        rejoined = await self._rejoin(formation, standby.name)
+        return (
+            f"stopped standby {standby.name}; {primary.name} alone (wait_primary) after "
+            f"{alone:.1f} s, for {self.config.lone_primary_seconds:.1f} s; {standby.name} a "
+            f"caught-up standby again after {rejoined:.1f} s"
+        )
 
     # --- network faults
 
@@ -1574,15 +1877,33 @@ class Injector:
         return f"nothing forwarded for {self.config.stall_seconds:.1f} s (longer than a lease)"
 
 
+def formation_healthy(nodes: Sequence[NodeState]) -> bool:
+    """One primary with synchronous replication, and the other node its caught-up standby."""
+    roles = sorted(node.reported for node in nodes if node.settled)
+    return len(nodes) == len(NODE_NAMES) and roles == ["primary", "secondary"]
+
+
 # --- the campaign -----------------------------------------------------------------------------
 
 
 def schedule(config: CampaignConfig) -> list[str]:
-    """The faults to inject: the configured list, or shuffled rounds of it with ``repeat``."""
-    faults = [f for f in config.faults if config.use_proxy or f not in PROXY_FAULTS]
-    unknown = set(faults) - set(FAULTS)
+    """The faults to inject: the configured list, or shuffled rounds of it with ``repeat``.
+
+    The proxy faults are left out when there is no proxy, and :data:`NOT_IN_HA` with ``ha``.
+
+    Raises:
+        ValueError: an unknown fault, or a formation fault without ``ha``.
+    """
+    chosen = config.faults
+    if chosen is None:
+        chosen = HA_CAMPAIGN_FAULTS if config.ha else FAULTS
+    unknown = set(chosen) - set(FAULTS) - set(HA_FAULTS)
     if unknown:
-        raise ValueError(f"unknown faults {sorted(unknown)}; choose from {FAULTS}")
+        raise ValueError(f"unknown faults {sorted(unknown)}; choose from {FAULTS + HA_FAULTS}")
+    if not config.ha and set(chosen) & set(HA_FAULTS):
+        raise ValueError(f"{sorted(set(chosen) & set(HA_FAULTS))} need a formation (ha=True)")
+    left_out = NOT_IN_HA if config.ha else frozenset() if config.use_proxy else PROXY_FAULTS
+    faults = [f for f in chosen if f not in left_out]
     if not config.repeat:
         return faults
     rng = random.Random(config.seed + 2)
@@ -1603,8 +1924,15 @@ class Campaign:
         self.workdir = config.workdir or Path(tempfile.mkdtemp(prefix="sundial-faults-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir.chmod(0o755)  # the cluster runs as an unprivileged user when we are root
-        self.cluster = LocalCluster(self.workdir / "cluster")
-        self.database = Database(self.cluster)
+        self.cluster: LocalCluster | None = None
+        self.formation: Formation | None = None
+        self.target: DatabaseTarget
+        if config.ha:
+            self.formation = self.target = Formation(self.workdir / "formation")
+            self.database = Database(self.target, patience=config.database_patience)
+        else:
+            self.cluster = self.target = LocalCluster(self.workdir / "cluster")
+            self.database = Database(self.target)
         self.proxies: dict[str, FaultProxy] = {}
         self.servers: list[ServerProcess] = []
 
@@ -1619,12 +1947,13 @@ class Campaign:
             workload = Workload(config, self.servers, self.history, token, hard_deadline)
             injector = Injector(
                 config,
-                self.cluster,
                 self.database,
                 self.proxies,
                 self.servers,
                 workload,
                 self.history,
+                cluster=self.cluster,
+                formation=self.formation,
             )
             injector.queue_ids = await self.queue_ids()
             stop_watcher = asyncio.Event()
@@ -1635,9 +1964,10 @@ class Campaign:
             traffic_began = time.monotonic()
             try:
                 await self.inject(injector, traffic_began)
+                # Traffic goes on after the last fault for `gap` at least: its aftermath (and
+                # the end of its write outage) is observed too.
                 remaining = config.duration - (time.monotonic() - traffic_began)
-                if remaining > 0:
-                    await asyncio.sleep(remaining)
+                await asyncio.sleep(max(remaining, config.gap))
                 traffic_seconds = time.monotonic() - traffic_began
                 _log(config, "stopping producers, draining")
                 await workload.stop_producers()
@@ -1648,6 +1978,7 @@ class Campaign:
                 stop_watcher.set()
                 await asyncio.wait_for(watcher, 10)
             db, twice = await self.database.final_state()
+            measure_outages(self.history)
             checks = run_checks(self.history, db, twice)
             try:
                 self.history.save(self.workdir / "history.json")
@@ -1691,18 +2022,17 @@ class Campaign:
 
     async def setup(self) -> None:
         config = self.config
-        _log(config, f"starting PostgreSQL in {self.workdir}")
-        await asyncio.to_thread(self.cluster.start)
-        await asyncio.to_thread(migrate.upgrade, self.cluster.sqlalchemy_url)
+        if self.formation is not None:
+            _log(config, f"starting a pg_auto_failover formation in {self.workdir}")
+            await asyncio.to_thread(self.formation.up)
+        else:
+            assert self.cluster is not None
+            _log(config, f"starting PostgreSQL in {self.workdir}")
+            await asyncio.to_thread(self.cluster.start)
+        await asyncio.to_thread(migrate.upgrade, self.target.sqlalchemy_url)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("SUNDIAL_")}
         for name in ("a", "b"):
-            db_port = self.cluster.port
-            if config.use_proxy:
-                proxy = self.proxies[name] = FaultProxy("127.0.0.1", db_port)
-                proxy.start()
-                db_port = proxy.port
-            user, database = self.cluster.user, self.cluster.database
-            url = f"postgresql+psycopg://{user}@127.0.0.1:{db_port}/{database}"
+            url = self.database_url_for(name)
             port = free_port()
             env = {
                 **base_env,
@@ -1718,6 +2048,21 @@ class Campaign:
             self.servers.append(ServerProcess(name, port, env, self.workdir / f"server-{name}.log"))
         _log(config, "starting servers")
         await asyncio.gather(*(s.start(config.server_start_timeout) for s in self.servers))
+
+    def database_url_for(self, name: str) -> str:
+        """Server ``name``'s database URL: the formation's (every node; writes go to the
+        primary), or the cluster's, through a fault proxy of its own when proxied (this starts
+        that proxy)."""
+        if self.formation is not None:
+            return self.formation.sqlalchemy_url
+        assert self.cluster is not None
+        db_port = self.cluster.port
+        if self.config.proxied:
+            proxy = self.proxies[name] = FaultProxy("127.0.0.1", db_port)
+            proxy.start()
+            db_port = proxy.port
+        user, database = self.cluster.user, self.cluster.database
+        return f"postgresql+psycopg://{user}@127.0.0.1:{db_port}/{database}"
 
     async def create_queues(self) -> str:
         """The namespace, a token for it, and the two queues; returns the token."""
@@ -1753,8 +2098,20 @@ class Campaign:
         await asyncio.gather(*(s.stop() for s in self.servers), return_exceptions=True)
         for proxy in self.proxies.values():
             proxy.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.to_thread(self.cluster.stop, "fast")
+        if self.formation is not None:
+            await asyncio.to_thread(self._stop_formation, self.formation)
+        elif self.cluster is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.cluster.stop, "fast")
+
+    @staticmethod
+    def _stop_formation(formation: Formation) -> None:
+        """Stop every keeper (they run detached); SIGKILL whatever did not stop. The data and
+        the logs stay for the post-mortem."""
+        with contextlib.suppress(FormationError):
+            formation.down(timeout=30)
+        for name in ("monitor", *NODE_NAMES):
+            formation.kill_node(name)
 
 
 def run_campaign(config: CampaignConfig) -> Report:

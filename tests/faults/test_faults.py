@@ -6,10 +6,16 @@ another (see :mod:`tests.faults.harness`): about 60-90 s in all on a two-core ma
 guarantees of docs/concepts.md must hold throughout: nothing acknowledged is lost, no stale lease
 completes, no exclusive value ever runs twice, and the scheduler fails over within 5 s.
 
+The same on a pg_auto_failover formation (``ha``): a planned switchover, the loss of the primary
+(it rejoins as the standby) and of the standby (the primary runs alone for a while), with server
+kills on top; the guarantees hold through every change of primary, and writes are acknowledged
+again after each.
+
 The second test cuts the leader alone off from the database without its connection closing: a
 standby must fence it and take over, and a lease that expires meanwhile must still be released.
 
-A longer campaign: ``python -m tests.faults --duration 300``; see docs/reliability.md.
+A longer campaign: ``python -m tests.faults --duration 300`` (``--ha`` on a formation); see
+docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import shutil
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,12 +32,18 @@ import pytest
 
 from tests.faults.harness import (
     FAULTS,
+    HA_FAULTS,
     NAMESPACE,
     SIMPLE,
     Campaign,
     CampaignConfig,
+    FaultEvent,
+    History,
     Injector,
+    Report,
     run_campaign,
+    schedule,
+    write_outage,
 )
 
 
@@ -58,6 +71,76 @@ def test_guarantees_hold_under_every_fault() -> None:
     assert report.ok, report.format()
 
 
+@pytest.mark.slow
+@pytest.mark.ha
+def test_guarantees_hold_through_failover() -> None:
+    faults = ("switchover", "leader_loss", "stop_standby", "kill_primary", "kill_server")
+    report = run_campaign(CampaignConfig(ha=True, duration=40.0, seed=1, faults=faults))
+    print(report.format())  # shown with -s, and by pytest when the test fails
+    figures = report.figures()
+
+    # Every fault was injected while traffic flowed, and the formation recovered from each.
+    assert set(report.fault_counts()) == set(faults), report.format()
+    assert set(HA_FAULTS) <= set(faults)
+    failed = [f for f in report.history.faults if f.detail.startswith(("FAILED", "skipped"))]
+    assert not failed, report.format()
+    assert figures["acknowledged"] > 200, report.format()
+    assert figures["completes acknowledged"] > 100, report.format()
+    assert figures["exclusivity: intervals checked"] > 30, report.format()
+    # Writes were acknowledged again after every fault (not a speed target: a sanity bound).
+    for fault in report.history.faults:
+        assert fault.outage is not None, f"no enqueue acknowledged after {fault}"
+        assert fault.outage < 60, report.format()
+
+    # The guarantees.
+    assert figures["lost"] == 0, report.format()
+    assert figures["live after drain"] == 0, report.format()
+    assert figures["stale completions accepted"] == 0, report.format()
+    assert figures["exclusivity: overlaps"] == 0, report.format()
+    assert figures["exclusivity: watcher hits"] == 0, report.format()
+    assert report.ok, report.format()
+
+
+def test_write_outage_is_the_longest_gap_overlapping_the_fault() -> None:
+    acks = [10.0, 10.2, 10.4, 11.0, 18.0, 18.1, 18.3, 19.5, 19.6, 30.0]
+    # A fault from 10.5 to 19: the longest gap that overlaps it is 11.0 -> 18.0.
+    assert write_outage(acks, 10.5, 19.0, origin=0.0) == pytest.approx(7.0)
+    # Only gaps that overlap count: 19.6 -> 30 does, for a fault ending at 25.
+    assert write_outage(acks, 19.0, 25.0, origin=0.0) == pytest.approx(10.4)
+    # A quick fault in steady traffic: the gap around it.
+    assert write_outage(acks, 10.25, 10.3, origin=0.0) == pytest.approx(0.2)
+    # Nothing acknowledged before the fault: the gap starts at the origin.
+    assert write_outage(acks, 5.0, 6.0, origin=4.0) == pytest.approx(6.0)
+    # Nothing acknowledged at or after the fault's end: the outage did not end.
+    assert write_outage(acks, 29.0, 31.0, origin=0.0) is None
+    assert write_outage([], 1.0, 2.0, origin=0.0) is None
+
+
+def test_outages_are_reported_per_fault_type() -> None:
+    history = History(started=0.0)
+    history.faults = [
+        FaultEvent("kill_primary", 1.0, 9.0, "", outage=7.5),
+        FaultEvent("kill_primary", 20.0, 29.0, "", outage=8.5),
+        FaultEvent("kill_primary", 40.0, 49.0, "", outage=9.5),
+        FaultEvent("switchover", 60.0, 63.0, "", outage=None),
+    ]
+    report = Report(CampaignConfig(ha=True), history, [], 70.0, 80.0, Path("."), drained=True)
+    outages = report.outages()
+    assert outages["kill_primary"] == {"count": 3, "median": 8.5, "max": 9.5, "unended": 0}
+    assert outages["switchover"] == {"count": 1, "median": None, "max": None, "unended": 1}
+
+
+def test_schedules_fit_the_database() -> None:
+    ha = schedule(CampaignConfig(ha=True))
+    assert set(HA_FAULTS) <= set(ha)
+    assert not {"pg_restart_immediate", "proxy_cut", "proxy_stall", "leader_partition"} & set(ha)
+    assert schedule(CampaignConfig()) == list(FAULTS)
+    with pytest.raises(ValueError, match="ha=True"):
+        schedule(CampaignConfig(faults=["kill_primary"]))
+    # Asked for explicitly, a fault that needs a proxy is left out of an HA campaign.
+    assert schedule(CampaignConfig(ha=True, faults=["proxy_cut", "switchover"])) == ["switchover"]
+
+
 async def _cut_off_the_leader() -> tuple[Any, float, str, float]:
     """Two servers; the leader alone loses its database (connections left open, nothing flows);
     a lease taken through the other server expires meanwhile.
@@ -71,12 +154,12 @@ async def _cut_off_the_leader() -> tuple[Any, float, str, float]:
         token = await campaign.create_queues()
         injector = Injector(
             config,
-            campaign.cluster,
             campaign.database,
             campaign.proxies,
             campaign.servers,
             None,
             campaign.history,
+            cluster=campaign.cluster,
         )
         found = await injector.find_leader()
         assert found is not None, "no scheduler leads"
