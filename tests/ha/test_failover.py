@@ -1,12 +1,14 @@
 """A real ``sundial serve`` on a pg_auto_failover formation (``sundial dev-cluster``: a monitor,
 a primary and its synchronous standby) rides through the failover of its database.
 
-One formation and one server for the module; each test leaves the formation healthy (a primary
-and a caught-up standby) for the next. The guarantees under sustained traffic and repeated faults
-are the fault campaign's (``tests/faults``, ``--ha``); these tests pin down what the server does
-around one failover: long polls keep waking, clients get 503 with ``Retry-After`` and never a
-500, the Python client retries through it, nothing acknowledged is lost, the scheduler leads on
-the new primary, a killed node rejoins, and metrics and the dashboard answer again.
+One formation for the whole run (``tests/ha/conftest.py``) and one server for the module; each
+test leaves the formation healthy (a primary and a caught-up standby) for the next. The
+guarantees under sustained traffic and repeated faults are the fault campaign's (``tests/faults``,
+``--ha``); these tests pin down what the server does around one failover: long polls keep
+waking, clients get 503 with ``Retry-After`` and never a 500, the Python client retries through
+it, nothing acknowledged is lost, the scheduler leads on the new primary, a killed node rejoins,
+metrics and the dashboard answer again, and a commit the standby never confirmed is not
+acknowledged.
 """
 
 from __future__ import annotations
@@ -23,32 +25,15 @@ import pytest
 
 from app.client import Client, RetryPolicy
 from app.client.errors import SundialError
-from app.embedded.formation import Formation, NodeState
-from app.store.migrate import upgrade
+from app.embedded.formation import Formation
 from tests.conftest import ADMIN_TOKEN
+from tests.ha.conftest import FAILOVER_TIMEOUT, REJOIN_TIMEOUT, healthy, stored_ids
 from tests.processes import clean_env, free_port, sundial_serve, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.ha]
 
-FAILOVER_TIMEOUT = 60.0
-REJOIN_TIMEOUT = 120.0
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 _ids = itertools.count()
-
-
-def healthy(nodes: list[NodeState]) -> bool:
-    return sorted(node.reported for node in nodes if node.settled) == ["primary", "secondary"]
-
-
-@pytest.fixture(scope="module")
-def formation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Formation]:
-    formation = Formation(tmp_path_factory.mktemp("formation"))
-    try:
-        formation.up()
-        upgrade(formation.sqlalchemy_url)
-        yield formation
-    finally:
-        formation.destroy()
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +58,6 @@ def server(formation: Formation, tmp_path_factory: pytest.TempPathFactory) -> It
     assert "Traceback" not in text, text[-4000:]
 
 
-@pytest.fixture(autouse=True)
-def leaves_the_formation_healthy(formation: Formation) -> Iterator[None]:
-    yield
-    formation.wait_until(healthy, REJOIN_TIMEOUT, "a primary and a caught-up standby")
-
-
 @pytest.fixture(scope="module")
 def queue(server: str) -> str:
     """A namespace's queue URL; the admin token works on it."""
@@ -86,13 +65,6 @@ def queue(server: str) -> str:
         assert http.post("/namespaces", json={"name": "ha"}).status_code == 201
         assert http.put("/namespaces/ha/queues/jobs", json={}).status_code == 201
     return f"{server}/v1/namespaces/ha/queues/jobs"
-
-
-def stored_ids(formation: Formation) -> set[str]:
-    with psycopg.connect(formation.libpq_dsn, autocommit=True) as conn:
-        live = conn.execute("SELECT id FROM messages").fetchall()
-        archived = conn.execute("SELECT id FROM message_history").fetchall()
-    return {row[0] for row in (*live, *archived)}
 
 
 def kill_primary(formation: Formation) -> str:
