@@ -67,8 +67,9 @@ a caught-up standby) before the next fault. The server faults that do not need a
 connections reach only the node that accepts writes); ``pg_restart_immediate`` is left out: a
 ``pg_ctl restart`` behind a keeper's back races the keeper, and ``kill_primary`` is the crash of
 a formation. A kill of the primary and a switchover both count as database crashes for the
-checks (see Crashes): a claim's commit does not wait for the standby either, so a lease granted
-on the old primary just before it went may be unknown to the new one.
+checks (see Crashes), to be safe: a claim's commit waits for the standby like any other, so the
+new primary knows every lease the old one granted, and ``leases forgotten by a database crash``
+must stay at zero; a non-zero count would be a regression to investigate.
 
 Write outage. For every fault the report gives the longest stretch without an acknowledged
 enqueue that overlaps the fault (:func:`write_outage`): from the last 2xx enqueue answer before
