@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import psutil
@@ -78,11 +78,29 @@ class CpuSnapshot:
     loadavg: tuple[float, float, float]
 
 
+class Database(Protocol):
+    """What a server under test needs of its database: a :class:`LocalCluster`, or anything
+    else that answers the same (``bench/failover.py`` serves on a formation)."""
+
+    @property
+    def local_sqlalchemy_url(self) -> str: ...
+
+    @property
+    def libpq_dsn(self) -> str: ...
+
+    @property
+    def data_dir(self) -> Path:
+        """Where the postmaster whose CPU is counted keeps its ``postmaster.pid``."""
+        ...
+
+    def stop(self, mode: str = "fast") -> None: ...
+
+
 @dataclass
 class Server:
     """The running ``sundial serve`` and the database it uses."""
 
-    cluster: LocalCluster
+    cluster: Database
     process: subprocess.Popen[bytes]
     base: str
     token: str
@@ -201,26 +219,30 @@ class Environment:
             assert settings["fsync"] == "on", settings
             assert settings["synchronous_commit"] == "on", settings
             self.pg_settings = settings
-        self.server = self._serve()
+        self.server = self.serve()
         return self.server
 
     def connect(self, autocommit: bool = True) -> psycopg.Connection[Any]:
-        assert self.cluster is not None
-        return psycopg.connect(self.cluster.libpq_dsn, autocommit=autocommit)
+        return psycopg.connect(self.dsn, autocommit=autocommit)
 
     @property
     def dsn(self) -> str:
-        assert self.cluster is not None
-        return self.cluster.libpq_dsn
+        """A libpq DSN of the database the server uses (this environment's cluster if none)."""
+        database = self.server.cluster if self.server is not None else self.cluster
+        assert database is not None
+        return database.libpq_dsn
 
-    def _serve(self) -> Server:
-        assert self.cluster is not None
+    def serve(self, database: Database | None = None) -> Server:
+        """Start ``sundial serve`` on ``database`` (default: this environment's cluster) and
+        wait until every worker answers."""
+        database = database or self.cluster
+        assert database is not None
         port = free_port()
         token = secrets.token_urlsafe(24)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SUNDIAL_")}
         env.update(
             # What `sundial serve` uses for its embedded default: the unix socket.
-            SUNDIAL_DATABASE_URL=self.cluster.local_sqlalchemy_url,
+            SUNDIAL_DATABASE_URL=database.local_sqlalchemy_url,
             SUNDIAL_ADMIN_TOKEN=token,
             SUNDIAL_PORT=str(port),
             SUNDIAL_WORKERS=str(self.workers),
@@ -250,7 +272,7 @@ class Environment:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server not ready:\n{log.read_text()[-3000:]}")
             time.sleep(0.2)
-        server = Server(self.cluster, process, base, token, log, self.workers)
+        server = Server(database, process, base, token, log, self.workers)
         # Wait until every worker answers (each has its own pool and listener).
         deadline = time.monotonic() + 60
         while len(server.worker_processes()) < self.workers and time.monotonic() < deadline:

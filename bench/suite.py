@@ -1116,7 +1116,12 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="short runs, small backlogs (default)")
     mode.add_argument("--full", action="store_true", help="the issue's real sizes (10M backlog)")
-    parser.add_argument("--only", nargs="+", choices=WORKLOADS, help="run only these workloads")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=(*WORKLOADS, "failover"),
+        help="run only these workloads (failover runs only when named: bench/failover.py)",
+    )
     parser.add_argument("--runs", type=int, help="repetitions per workload (median is reported)")
     parser.add_argument("--out", type=Path, default=BENCH / "out", help="where results go")
     parser.add_argument("--workers", type=int, default=2, help="server worker processes")
@@ -1137,6 +1142,17 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or size["runs"]
     selected = args.only or list(WORKLOADS)
     args.out.mkdir(parents=True, exist_ok=True)
+    failover_status = 0
+    if "failover" in selected:
+        # Its own servers and databases (a single node and a formation).
+        from bench.failover import run as run_failover
+
+        failover_status = run_failover(
+            full=args.full, runs=args.runs, workers=args.workers, out=args.out, keep=args.keep
+        )
+        selected = [name for name in selected if name != "failover"]
+        if not selected:
+            return failover_status
     started = time.monotonic()
 
     def log(msg: str) -> None:
@@ -1210,7 +1226,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report)
         log(f"results in {path}")
     failed = [c for c in results.get("checks", []) if not c["ok"]]
-    return 1 if failed else 0
+    return 1 if failed or failover_status else 0
 
 
 def _cpu_total(a: Any, b: Any) -> dict[str, Any]:
