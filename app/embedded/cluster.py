@@ -44,8 +44,8 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from sqlalchemy.engine import URL
 
-from app.embedded.binaries import find_postgres_bindir
-from app.embedded.privileges import PgAccount, get_pg_account, prepare_owned_dir, run_as
+from app.embedded.privileges import PgAccount, prepare_owned_dir, run_as
+from app.embedded.programs import ServerPrograms
 
 __all__ = ["HOST", "STOP_MODES", "ClusterError", "LocalCluster"]
 
@@ -107,9 +107,7 @@ class LocalCluster:
         """
         self._base_dir = Path(os.path.abspath(base_dir))
         self._requested_port = port
-        self._bindir_override = bindir
-        self._bindir: Path | None = None
-        self._account: PgAccount | None = None
+        self._programs = ServerPrograms(bindir)
         self._port: int | None = port
         self.database = database
         self.user = user
@@ -287,14 +285,10 @@ class LocalCluster:
     # --------------------------------------------------------------- helpers
 
     def _account_(self) -> PgAccount:
-        if self._account is None:
-            self._account = get_pg_account()
-        return self._account
+        return self._programs.account
 
     def _bindir_(self) -> Path:
-        if self._bindir is None:
-            self._bindir = find_postgres_bindir(self._bindir_override)
-        return self._bindir
+        return self._programs.bindir
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import psycopg
 
-from app.embedded.binaries import find_postgres_bindir
 from app.embedded.cluster import HOST, free_port
-from app.embedded.privileges import PgAccount, get_pg_account, prepare_owned_dir, server_env
+from app.embedded.privileges import PgAccount, prepare_owned_dir, server_env
+from app.embedded.programs import ServerPrograms
 
 __all__ = ["MONITOR_SETTINGS", "Formation", "FormationError", "NodeState"]
 
@@ -106,9 +106,7 @@ class Formation:
 
     def __init__(self, base_dir: Path, *, bindir: Path | None = None) -> None:
         self.base_dir = base_dir.resolve()
-        self._bindir_override = bindir
-        self._account: PgAccount | None = None
-        self._bindir: Path | None = None
+        self._programs = ServerPrograms(bindir)
 
     # --- where things are ---------------------------------------------------------------------
 
@@ -474,14 +472,10 @@ class Formation:
         return found
 
     def _account_(self) -> PgAccount:
-        if self._account is None:
-            self._account = get_pg_account()
-        return self._account
+        return self._programs.account
 
     def _bindir_(self) -> Path:
-        if self._bindir is None:
-            self._bindir = find_postgres_bindir(self._bindir_override)
-        return self._bindir
+        return self._programs.bindir
 
     # --- state file and lock ------------------------------------------------------------------
 

@@ -47,6 +47,17 @@ from tests.faults.harness import (
 )
 
 
+def assert_guarantees(report: Report) -> None:
+    """Nothing acknowledged lost or left live, no stale completion, no exclusivity overlap."""
+    figures = report.figures()
+    assert figures["lost"] == 0, report.format()
+    assert figures["live after drain"] == 0, report.format()
+    assert figures["stale completions accepted"] == 0, report.format()
+    assert figures["exclusivity: overlaps"] == 0, report.format()
+    assert figures["exclusivity: watcher hits"] == 0, report.format()
+    assert report.ok, report.format()
+
+
 @pytest.mark.slow
 def test_guarantees_hold_under_every_fault() -> None:
     report = run_campaign(CampaignConfig(duration=45.0, seed=1))
@@ -62,13 +73,7 @@ def test_guarantees_hold_under_every_fault() -> None:
     assert figures["exclusivity: intervals checked"] > 50, report.format()
     assert figures["exclusivity: watcher samples"] > 100, report.format()
 
-    # The guarantees.
-    assert figures["lost"] == 0, report.format()
-    assert figures["live after drain"] == 0, report.format()
-    assert figures["stale completions accepted"] == 0, report.format()
-    assert figures["exclusivity: overlaps"] == 0, report.format()
-    assert figures["exclusivity: watcher hits"] == 0, report.format()
-    assert report.ok, report.format()
+    assert_guarantees(report)
 
 
 @pytest.mark.slow
@@ -92,13 +97,7 @@ def test_guarantees_hold_through_failover() -> None:
         assert fault.outage is not None, f"no enqueue acknowledged after {fault}"
         assert fault.outage < 60, report.format()
 
-    # The guarantees.
-    assert figures["lost"] == 0, report.format()
-    assert figures["live after drain"] == 0, report.format()
-    assert figures["stale completions accepted"] == 0, report.format()
-    assert figures["exclusivity: overlaps"] == 0, report.format()
-    assert figures["exclusivity: watcher hits"] == 0, report.format()
-    assert report.ok, report.format()
+    assert_guarantees(report)
 
 
 def test_write_outage_is_the_longest_gap_overlapping_the_fault() -> None:
