@@ -189,12 +189,12 @@ def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
         # internals: it is logged, and the client gets a fixed one.
         log.warning("database refused a value (SQLSTATE %s): %s", sqlstate, orig)
         return ValidationError("request", _REFUSED.get(sqlstate) or _REFUSED[sqlstate[:2]])
-    # A DataError raised by the driver itself (no SQLSTATE) is a value it could not convert,
-    # typically one read back that Python cannot represent: the statement may have committed,
-    # so it is no 400; it passes through as the bug it is (a logged 500 without its text).
     if orig is not None and reaches_a_standby(orig):
         # Failover: the connection reaches a demoted primary. The statement did nothing.
         connection_lost = True
+    # A DataError raised by the driver itself (no SQLSTATE) is a value it could not convert,
+    # typically one read back that Python cannot represent: the statement may have committed,
+    # so it is no 400; it passes through as the bug it is (a logged 500 without its text).
     if connection_lost or isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
         log.warning("database unavailable: %s", orig)
         return UnavailableError("the database is unavailable; retry later")
