@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.store import maintenance
-from app.store.notifications import psycopg_dsn
+from app.store.dsn import psycopg_dsn
 from app.store.queries import NOTIFY_CHANNEL
 
 
