@@ -92,8 +92,11 @@ class NodeState:
 
     @property
     def writable(self) -> bool:
-        """Whether the node is a primary accepting writes (alone or with its standby)."""
-        return self.settled and self.reported in ("single", "wait_primary", "primary")
+        """Whether the node is a primary accepting writes (alone or with its standby): the
+        monitor's last check of it succeeded, and it is where the monitor wants it."""
+        return (
+            self.healthy and self.settled and self.reported in ("single", "wait_primary", "primary")
+        )
 
 
 class Formation:
@@ -376,7 +379,7 @@ class Formation:
         exits, so the keeper outlives this process and is never left a zombie of it."""
         account = self._account_()
         log = self.log_file(name)
-        self._remove_stale_pidfile(name)
+        self._remove_stale_pid_files(name)
         argv = [self._pg_autoctl(), "run", "--pgdata", str(self.data_dir(name))]
         subprocess.run(
             ["/bin/sh", "-c", 'exec "$@" </dev/null >>"$LOG" 2>&1 &', "sh", *argv],
@@ -386,18 +389,23 @@ class Formation:
             **account.subprocess_kwargs(),
         )
 
-    def _remove_stale_pidfile(self, name: str) -> None:
-        """pg_autoctl refuses to start while its pid file names a process that exists, and a
-        killed keeper lingers as a zombie until something reaps it: a pid file whose process
-        is dead (or a zombie) is removed."""
+    def _remove_stale_pid_files(self, name: str) -> None:
+        """The keeper's and PostgreSQL's pid files of ``name``, where they name a process that
+        is dead. A killed process lingers as a zombie until something reaps it, and while it
+        does, pg_autoctl takes the pid file for a keeper or a PostgreSQL still running: it would
+        refuse to start, or never start PostgreSQL. A machine that lost power has no zombies."""
         relative = self.data_dir(name).relative_to("/")
-        pidfile = self.base_dir / "xdg" / "run" / "pg_autoctl" / relative / "pg_autoctl.pid"
-        try:
-            pid = int(pidfile.read_text().split("\n", 1)[0])
-        except (OSError, ValueError):
-            return
-        if not _alive(pid):
-            pidfile.unlink(missing_ok=True)
+        pid_files = (
+            self.base_dir / "xdg" / "run" / "pg_autoctl" / relative / "pg_autoctl.pid",
+            self.data_dir(name) / "postmaster.pid",
+        )
+        for pid_file in pid_files:
+            try:
+                pid = int(pid_file.read_text().split("\n", 1)[0])
+            except (OSError, ValueError):
+                continue
+            if not _alive(pid):
+                pid_file.unlink(missing_ok=True)
 
     def _kill(self, name: str) -> None:
         pids: list[int] = []

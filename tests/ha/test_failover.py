@@ -275,3 +275,59 @@ def test_a_commit_its_standby_never_confirmed_is_not_acknowledged(
         again = http.post(f"{queue}/messages", json={"messages": [{"id": "unconfirmed"}]})
     assert again.status_code == 201, again.text
     assert again.json()["messages"][0]["created"] is False
+
+
+def test_a_primary_lost_while_its_standby_lags_is_waited_for_not_replaced(
+    formation: Formation, server: str, queue: str
+) -> None:
+    # The double failure: the standby stops answering, so the monitor lets the primary go on
+    # alone; then the primary dies too. The standby missed what the primary acknowledged alone,
+    # so the monitor must not promote it: writes are refused (503, never a 500) until the
+    # primary is back, and then what it acknowledged alone is there.
+    primary = formation.primary()
+    assert primary is not None
+    standby = next(node.name for node in formation.nodes() if node.name != primary.name)
+    formation.pause_node(standby)
+    try:
+        formation.wait_until(
+            lambda nodes: any(
+                n.name == primary.name and n.settled and n.reported == "wait_primary" for n in nodes
+            ),
+            FAILOVER_TIMEOUT,
+            "the primary going on alone",
+        )
+        with httpx.Client(headers=ADMIN, timeout=30) as http:
+            alone = http.post(f"{queue}/messages", json={"messages": [{"id": "alone"}]})
+            assert alone.status_code == 201, alone.text
+            formation.kill_node(primary.name)
+        formation.resume_node(standby)
+
+        # Longer than the monitor takes to promote a standby in sync (about 7 s).
+        statuses: Counter[int] = Counter()
+        watched_until = time.monotonic() + 12
+        with httpx.Client(headers=ADMIN, timeout=30) as http:
+            while time.monotonic() < watched_until:
+                body = {"messages": [{"id": f"refused-{next(_ids)}"}]}
+                statuses[http.post(f"{queue}/messages", json=body).status_code] += 1
+                promoted = [n for n in formation.nodes() if n.name == standby and n.writable]
+                assert not promoted, promoted
+                time.sleep(0.2)
+        assert set(statuses) == {503}, statuses
+    finally:
+        formation.resume_node(standby)
+        formation.start_node(primary.name)
+
+    # The old primary is back and serves again, with the write it acknowledged alone.
+    producer = Producer(queue)
+    producer.start()
+    try:
+        producer.acknowledged_from_now(FAILOVER_TIMEOUT)
+    finally:
+        producer.stop.set()
+        producer.join(timeout=30)
+    formation.wait_until(
+        lambda nodes: any(n.name == primary.name and n.writable for n in nodes),
+        FAILOVER_TIMEOUT,
+        "the old primary serving again",
+    )
+    assert "alone" in stored_ids(formation)
