@@ -25,7 +25,7 @@ import pytest
 
 from app.client import Client, RetryPolicy
 from app.client.errors import SundialError
-from app.embedded.formation import Formation
+from app.embedded.formation import Formation, NodeState
 from tests.conftest import ADMIN_TOKEN
 from tests.ha.conftest import FAILOVER_TIMEOUT, REJOIN_TIMEOUT, healthy, stored_ids
 from tests.processes import clean_env, free_port, sundial_serve, wait_ready
@@ -78,6 +78,14 @@ def kill_primary(formation: Formation) -> str:
         "a new primary",
     )
     return primary.name
+
+
+def roles(formation: Formation) -> tuple[NodeState, str]:
+    """The primary now, and the name of its standby."""
+    primary = formation.primary()
+    assert primary is not None
+    standby = next(node.name for node in formation.nodes() if node.name != primary.name)
+    return primary, standby
 
 
 class Producer(threading.Thread):
@@ -239,9 +247,7 @@ def test_a_commit_its_standby_never_confirmed_is_not_acknowledged(
     # standby's confirmation (its connection is open: the primary does not demote itself).
     # Cancelling the waiting statement makes PostgreSQL report the commit as done, with only a
     # warning: Sundial must answer that the outcome is unknown (503), not 201.
-    primary = formation.primary()
-    assert primary is not None
-    standby = next(node.name for node in formation.nodes() if node.name != primary.name)
+    primary, standby = roles(formation)
     formation.kill_node("monitor")
     formation.pause_node(standby)
     answers: list[httpx.Response] = []
@@ -284,9 +290,7 @@ def test_a_primary_lost_while_its_standby_lags_is_waited_for_not_replaced(
     # alone; then the primary dies too. The standby missed what the primary acknowledged alone,
     # so the monitor must not promote it: writes are refused (503, never a 500) until the
     # primary is back, and then what it acknowledged alone is there.
-    primary = formation.primary()
-    assert primary is not None
-    standby = next(node.name for node in formation.nodes() if node.name != primary.name)
+    primary, standby = roles(formation)
     formation.pause_node(standby)
     try:
         formation.wait_until(
