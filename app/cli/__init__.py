@@ -1,0 +1,1 @@
+"""The ``sundial`` command (click): serve, migrations, administration, messages, work."""
