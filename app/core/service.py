@@ -51,11 +51,10 @@ from app.core.models import (
     Token,
 )
 from app.core.ports import NewRow, Store
-from app.core.states import LIVE_STATES, TERMINAL_STATES, Event, State
+from app.core.states import DEAD_LETTER_STATES, LIVE_STATES, TERMINAL_STATES, Event, State
 
 TOKEN_PREFIX = "sdl_"  # noqa: S105 - a public prefix, not a secret
 _NAMESPACE_TOKEN = re.compile(r"sdl_[A-Za-z0-9_-]{43}")
-DEAD_LETTER_STATES = frozenset({State.ERRORED, State.CANCELED})
 
 
 @dataclass(slots=True)

@@ -54,6 +54,9 @@ class State(StrEnum):
 
 TERMINAL_STATES = frozenset({State.COMPLETED, State.CANCELED, State.ERRORED})
 LIVE_STATES = frozenset({State.INVISIBLE, State.PENDING, State.RUNNING})
+DEAD_LETTER_STATES: tuple[State, ...] = (State.ERRORED, State.CANCELED)
+"""The terminal states a message can be requeued from (``Event.REQUEUE``): dead letters, in the
+order they are listed to operators."""
 
 
 class Event(StrEnum):

@@ -13,10 +13,10 @@ from typing import Literal
 
 from app.core import validation
 from app.core.models import MessageFilter
-from app.core.states import State
+from app.core.states import DEAD_LETTER_STATES, State
 
 PAGE_SIZES = (25, 50, 100)
-DEAD_LETTER_STATE_NAMES = (State.ERRORED.value, State.CANCELED.value)
+DEAD_LETTER_STATE_NAMES = tuple(state.value for state in DEAD_LETTER_STATES)
 
 
 class FormError(ValueError):

@@ -8,7 +8,7 @@ from litestar.response import Template
 from app.api.runtime import AnyRequest, PathStr
 from app.core.errors import ValidationError
 from app.core.models import MessagePage
-from app.core.service import DEAD_LETTER_STATES
+from app.core.states import DEAD_LETTER_STATES
 from app.dashboard.common import page, service
 from app.dashboard.format import STATE_ORDER
 from app.dashboard.forms import PAGE_SIZES, BrowserQuery, FormError, browser_query

@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from app.core.states import (
+    DEAD_LETTER_STATES,
     LEASE_EVENTS,
     LIVE_STATES,
     TERMINAL_STATES,
@@ -243,3 +244,8 @@ def test_backoff_exponent_is_bounded():
 def test_backoff_returns_int():
     value = backoff_seconds(attempt=4, base_seconds=2, cap_seconds=3600)
     assert type(value) is int
+
+
+def test_dead_letters_are_exactly_the_states_a_requeue_starts_from():
+    assert set(DEAD_LETTER_STATES) == set(TRANSITIONS[Event.REQUEUE])
+    assert all(state.is_terminal for state in DEAD_LETTER_STATES)
