@@ -204,7 +204,24 @@ class Formation:
                 self.down()
             for name in ("monitor", *NODE_NAMES):
                 self._kill(name)  # whatever did not stop in time
+            # A keeper's helper process orphaned by a kill mid-restart would outlive the
+            # formation: every process started for it carries its XDG_CONFIG_HOME.
+            for pid in self.processes():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def processes(self) -> list[int]:
+        """Every live process whose environment names this formation's XDG_CONFIG_HOME (the
+        keepers, their helpers and their PostgreSQL servers)."""
+        marker = f"XDG_CONFIG_HOME={self.base_dir / 'xdg' / 'config'}".encode()
+        found = []
+        for entry in _PROC.iterdir():
+            if entry.name.isdigit() and int(entry.name) != os.getpid():
+                with contextlib.suppress(OSError):
+                    if marker in (entry / "environ").read_bytes().split(b"\0"):
+                        found.append(int(entry.name))
+        return [pid for pid in found if _alive(pid)]
 
     def start_node(self, name: str) -> None:
         """Start the keeper of ``name`` (it starts PostgreSQL, and a node that was primary

@@ -38,6 +38,7 @@ def formation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Formation]:
         yield formation
     finally:
         formation.destroy()
+    assert not formation.processes(), "processes of the formation outlived it"
 
 
 @pytest.fixture(autouse=True)
