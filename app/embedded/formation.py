@@ -235,7 +235,7 @@ class Formation:
             return
         self._autoctl("stop", "--pgdata", str(self.data_dir(name)), timeout=timeout)
         deadline = time.monotonic() + timeout
-        while self.keeper_running(name) or self._postmaster_alive(name):
+        while self.keeper_running(name) or self._postmaster_pid(name) is not None:
             if time.monotonic() > deadline:
                 raise FormationError(f"{name} did not stop within {timeout:.0f} s")
             time.sleep(0.05)
@@ -454,9 +454,6 @@ class Formation:
         except (OSError, ValueError):
             return None
         return pid if _alive(pid) else None
-
-    def _postmaster_alive(self, name: str) -> bool:
-        return self._postmaster_pid(name) is not None
 
     def _autoctl(self, *args: str, timeout: float) -> str:
         account = self._account_()

@@ -56,8 +56,11 @@ class ReplicationWatch:
 
 
 def replication_watch(info: dict[Any, Any]) -> ReplicationWatch | None:
-    """The watch of a pooled connection (its ``info``), set by :func:`prepare_for_failover`."""
+    """The watch of a pooled connection (its ``info``), set by :func:`prepare_for_failover`,
+    cleared for a new use of the connection (a use that failed may have left it set)."""
     watch: ReplicationWatch | None = info.get(_WATCH)
+    if watch is not None:
+        watch.unreplicated = False
     return watch
 
 
@@ -90,11 +93,10 @@ async def available(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
             yield conn
     except sa_exc.TimeoutError as error:
         raise UnavailableError("the server is busy; retry later") from error
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as error:
-        log.warning("database unavailable: %s", error)
-        raise UnavailableError("the database is unavailable; retry later") from error
-    except sa_exc.DBAPIError as error:
-        if not reaches_a_standby(error):
+    except (sa_exc.DBAPIError, OSError) as error:
+        # Lost, or a disconnect (a connection that reached a standby: prepare_for_failover).
+        lost = not isinstance(error, sa_exc.DBAPIError) or error.connection_invalidated
+        if not (lost or isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)):
             raise
-        log.warning("database unavailable (a standby, not the primary): %s", error)
+        log.warning("database unavailable: %s", error)
         raise UnavailableError("the database is unavailable; retry later") from error

@@ -189,9 +189,6 @@ def _translate(error: Exception, *, connection_lost: bool = False) -> Exception:
         # internals: it is logged, and the client gets a fixed one.
         log.warning("database refused a value (SQLSTATE %s): %s", sqlstate, orig)
         return ValidationError("request", _REFUSED.get(sqlstate) or _REFUSED[sqlstate[:2]])
-    if orig is not None and reaches_a_standby(orig):
-        # Failover: the connection reaches a demoted primary. The statement did nothing.
-        connection_lost = True
     # A DataError raised by the driver itself (no SQLSTATE) is a value it could not convert,
     # typically one read back that Python cannot represent: the statement may have committed,
     # so it is no 400; it passes through as the bug it is (a logged 500 without its text).
@@ -206,7 +203,6 @@ def _refuse_unreplicated(watch: ReplicationWatch | None) -> None:
     synchronous standby (:data:`app.store.connections.UNREPLICATED_COMMIT`): the change is on the
     primary, but a failover now could lose it, so its outcome is unknown to the client (503)."""
     if watch is not None and watch.unreplicated:
-        watch.unreplicated = False
         log.warning("a commit was cancelled before the synchronous standby confirmed it")
         raise UnavailableError(
             "the change reached the primary but its standby did not confirm it; retry"
@@ -378,8 +374,6 @@ class PostgresStore:
         try:
             async with self._autocommit.connect() as conn:
                 watch = replication_watch(conn.info)
-                if watch is not None:
-                    watch.unreplicated = False
                 view = catalogue.unchecked_view()
                 if view is not None:
                     # This path's statements do not carry the catalogue guard: check it first.
@@ -413,8 +407,6 @@ class PostgresStore:
             _raise_translated(error)
         driver: psycopg.AsyncConnection[Any] = pooled.driver_connection  # type: ignore[assignment]
         watch = replication_watch(pooled.info)
-        if watch is not None:
-            watch.unreplicated = False
         try:
             await driver.set_autocommit(True)
             yield driver
