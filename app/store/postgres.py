@@ -399,7 +399,9 @@ class PostgresStore:
         CPU as a statement) and put in autocommit for the block, then back. Errors are
         translated as on the SQLAlchemy path, and a connection found broken is handled as
         SQLAlchemy handles a disconnect: it and every connection pooled before it are replaced,
-        so a restarted database costs one failed request, not one per pooled connection.
+        so a restarted database costs one failed request, not one per pooled connection. A
+        connection that reaches a standby counts as broken, and a commit its synchronous standby
+        did not confirm is not acknowledged (:mod:`app.store.connections`).
         """
         try:
             pooled = await self.engine.raw_connection()
