@@ -15,8 +15,8 @@ from app.config import Settings
 from app.core.insights import QueueInsights
 from app.core.service import QueueService
 from app.core.validation import Limits
+from app.database_url import connection_defaults
 from app.store.connections import prepare_for_failover
-from app.store.dsn import connection_defaults
 from app.store.insights import PostgresInsights
 from app.store.postgres import PostgresStore
 
@@ -33,7 +33,7 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
     SQLAlchemy then invalidates every connection of the pool made before the failure, so the
     server recovers by itself.
 
-    Connections get :data:`app.store.dsn.CONNECTION_DEFAULTS` (a connect timeout, TCP keepalives)
+    Connections get :data:`app.database_url.CONNECTION_DEFAULTS` (a connect timeout, TCP keepalives)
     unless the URL sets them: a connection to a database machine that has vanished from the
     network fails within seconds, not the kernel's minutes or hours, and a multi-host URL moves
     on to the next host. A statement that finds its connection reaching a standby (a primary

@@ -14,7 +14,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.exc import ArgumentError
 
-from app.store.dsn import several_hosts_problem
+from app.database_url import several_hosts_problem
 
 MIN_ADMIN_TOKEN_LENGTH = 32
 """The shortest admin token the server accepts: anyone who can reach the server may guess it,

@@ -27,11 +27,11 @@ from app.api.throttle import AuthThrottlePlugin
 from app.bootstrap import build_service, create_engine
 from app.config import Settings, get_settings
 from app.dashboard import DashboardPlugin
+from app.database_url import psycopg_dsn
 from app.observability.http import http_metrics
 from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
 from app.store import migrate
-from app.store.dsn import psycopg_dsn
 from app.store.notifications import ListenerRegistrations, NotificationListener
 
 log = logging.getLogger("sundial.api")

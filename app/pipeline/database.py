@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from app.store.dsn import psycopg_dsn
+from app.database_url import psycopg_dsn
 
 
 def connect(database_url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:

@@ -41,7 +41,7 @@ class NotificationListener:
     """LISTENs on one channel and calls ``on_notify(queue_id)`` for every notification.
 
     Args:
-        dsn: libpq connection string (see :func:`app.store.dsn.psycopg_dsn`).
+        dsn: libpq connection string (see :func:`app.database_url.psycopg_dsn`).
         on_notify: called with the payload as an ``int`` (payloads that are not are ignored).
         on_connect: called after every successful (re)connection.
         channel: the channel to LISTEN on.

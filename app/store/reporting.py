@@ -18,7 +18,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from app.store.dsn import psycopg_dsn
+from app.database_url import psycopg_dsn
 
 READER_ROLE = "sundial_reader"
 REPORTING_SCHEMA = "reporting"

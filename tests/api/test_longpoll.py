@@ -13,7 +13,7 @@ import psycopg
 
 from app.api import longpoll
 from app.api.schemas import Dequeue
-from app.store.dsn import psycopg_dsn
+from app.database_url import psycopg_dsn
 from app.store.notifications import ListenerRegistrations
 from app.store.queries import LISTENER_REGISTER, LISTENERS_PRUNE
 from tests.api.conftest import Caller

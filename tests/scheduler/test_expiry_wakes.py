@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.models import NewMessage, Queue
 from app.core.service import QueueService
+from app.database_url import psycopg_dsn
 from app.store import maintenance
-from app.store.dsn import psycopg_dsn
 from app.store.queries import NOTIFY_CHANNEL
 from tests.api.conftest import Caller
 from tests.helpers import execute, make_queue, shift_back

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.models import NewMessage
 from app.core.service import QueueService
 from app.core.validation import Limits
+from app.database_url import psycopg_dsn
 from app.store import postgres
-from app.store.dsn import psycopg_dsn
 from app.store.postgres import PostgresStore
 from tests.concurrency.test_leases import wait_for_lock_wait
 from tests.helpers import fetch, make_queue

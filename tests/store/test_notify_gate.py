@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService
+from app.database_url import psycopg_dsn
 from app.store import maintenance
-from app.store.dsn import psycopg_dsn
 from app.store.queries import NOTIFY_CHANNEL
 
 

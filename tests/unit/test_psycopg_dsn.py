@@ -1,4 +1,4 @@
-"""``app.store.dsn``: the libpq parameters of the server's SQLAlchemy URL, which the engine, the
+"""``app.database_url``: the libpq parameters of the server's SQLAlchemy URL, which the engine, the
 LISTEN connection, reporting and the pipeline all connect with."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.store.dsn import CONNECTION_DEFAULTS, connection_defaults, psycopg_dsn
+from app.database_url import CONNECTION_DEFAULTS, connection_defaults, psycopg_dsn
 
 DEFAULTS = {key: str(value) for key, value in CONNECTION_DEFAULTS.items()}
 FORMATION = (
