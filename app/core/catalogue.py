@@ -10,8 +10,8 @@ statement a request runs carries the version its lookups were read at. A stateme
 version is no longer current, or whose caller's token has expired by the database's clock,
 applies nothing and fails with :class:`~app.core.errors.CatalogueChangedError`; the service
 then has the caller authenticated again (:func:`renew`), looks the queue up again and runs the
-operation again (``_again_if_catalogue_changed`` in :mod:`app.core.service`). The check is folded
-into the hot statements themselves, so it costs no round trip (docs/adr/0011-catalogue-version.md).
+operation again (:mod:`app.core.service.catalogue_retry`). The check is folded into the hot
+statements themselves, so it costs no round trip (docs/adr/0011-catalogue-version.md).
 
 A :class:`RequestView` is one request's record of that: the version its lookups share, when its
 token expires, whether a statement of the request has checked them yet, and how to authenticate

@@ -18,7 +18,8 @@ from typing import Literal, Protocol
 from app.core import validation
 from app.core.errors import ValidationError
 from app.core.models import Namespace, Queue
-from app.core.service import QueueDetail, QueueService
+from app.core.service import QueueService
+from app.core.service.queues import QueueDetail
 from app.core.states import DEAD_LETTER_STATES, State
 
 WINDOW_MINUTES = 60

@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core import catalogue
 from app.core.errors import CatalogueChangedError, NotFoundError, QueuePausedError
 from app.core.models import NewMessage, Queue, QueueConfig, Token
-from app.core.service import QueueService, hash_secret
+from app.core.service import QueueService
+from app.core.service.tokens import hash_secret
 from app.core.validation import Limits
 from app.store.lookups import LookupCache
 from app.store.postgres import PostgresStore

@@ -1,0 +1,59 @@
+"""The queue service: every operation of docs/concepts.md and the admin plane of docs/api.md.
+
+It validates input (:mod:`app.core.validation`), resolves queue defaults, calls the store's
+guarded statements, and turns "the guard matched nothing" into the precise error. It knows no
+HTTP and no SQL; authorization of a caller for a namespace is the edge's job
+(:meth:`Principal.may_access`), authentication is :meth:`QueueService.authenticate`.
+
+:class:`QueueService` is one object over one store, joined from a part per resource, each a
+module of this package:
+
+- :mod:`~app.core.service.tokens`: authentication, token hashing, issuing and revoking tokens;
+- :mod:`~app.core.service.namespaces`: creating, listing and deleting namespaces;
+- :mod:`~app.core.service.queues`: creating, configuring, reading, purging and deleting queues;
+- :mod:`~app.core.service.producing`: enqueue;
+- :mod:`~app.core.service.consuming`: dequeue, planned once for a long poll;
+- :mod:`~app.core.service.leases`: complete, fail, extend and the batch ack, fenced by a lease;
+- :mod:`~app.core.service.messages`: reading, listing, changing, cancelling and requeueing
+  messages.
+
+Their shared ground: :mod:`~app.core.service.base` (the store, limits and observer, and the
+lookups every operation starts from), :mod:`~app.core.service.catalogue_retry` (running an
+operation again when the catalogue changed under it), :mod:`~app.core.service.refusals` (the
+error a guard that matched nothing becomes), :mod:`~app.core.service.identifiers` (ids that
+could exist, lease ids as the database compares them) and :mod:`~app.core.service.observer`
+(the metrics hook).
+"""
+
+from __future__ import annotations
+
+from app.core import validation
+from app.core.ports import Store
+from app.core.service.consuming import Consuming
+from app.core.service.leases import Leases
+from app.core.service.messages import Messages
+from app.core.service.namespaces import Namespaces
+from app.core.service.observer import NoObserver, Observer
+from app.core.service.producing import Producing
+from app.core.service.queues import Queues
+from app.core.service.tokens import Tokens
+
+
+class QueueService(Tokens, Namespaces, Queues, Producing, Consuming, Leases, Messages):
+    """The operations of Sundial, over a :class:`Store`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        limits: validation.Limits | None = None,
+        admin_token: str | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.store = store
+        self.limits = limits or validation.Limits()
+        self._admin_token = admin_token
+        self.observer = observer or NoObserver()
+
+
+__all__ = ["QueueService"]

@@ -1,0 +1,30 @@
+"""Namespaces, the tenants that hold queues: creating, listing and deleting them."""
+
+from __future__ import annotations
+
+from app.core import validation
+from app.core.errors import NotFoundError
+from app.core.models import Namespace
+from app.core.service.base import ServiceBase
+from app.core.service.identifiers import could_exist
+
+
+class Namespaces(ServiceBase):
+    """The operations on namespaces (the admin plane)."""
+
+    async def create_namespace(self, name: str, description: str = "") -> Namespace:
+        """Create a namespace (ConflictError when it exists)."""
+        validation.name("name", name)
+        validation.text("description", description)
+        return await self.store.create_namespace(name, description)
+
+    async def list_namespaces(self) -> list[Namespace]:
+        """Every namespace."""
+        return await self.store.list_namespaces()
+
+    async def delete_namespace(self, name: str) -> None:
+        """Delete a namespace with everything in it."""
+        if not could_exist(validation.NAME_PATTERN, name) or not await self.store.delete_namespace(
+            name
+        ):
+            raise NotFoundError(f"namespace {name!r} does not exist", namespace=name)

@@ -1,0 +1,79 @@
+"""Who is calling, and the namespace tokens that say so: a token's shape and how its secret is
+stored, authentication of a secret, and issuing, listing and revoking tokens.
+
+Authorization of a caller for a namespace is the edge's job (:meth:`Principal.may_access`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import uuid
+from datetime import datetime
+
+from app.core import validation
+from app.core.errors import NotFoundError
+from app.core.models import IssuedToken, Principal, Token
+from app.core.service.base import ServiceBase
+from app.core.service.identifiers import could_exist, lease_uuid
+
+TOKEN_PREFIX = "sdl_"  # noqa: S105 - a public prefix, not a secret
+_NAMESPACE_TOKEN = re.compile(r"sdl_[A-Za-z0-9_-]{43}")
+
+
+def is_namespace_token(secret: str) -> bool:
+    """Whether ``secret`` has the shape of a namespace token: the prefix and 256 random bits,
+    which no one can guess (unlike an operator-chosen admin token)."""
+    return _NAMESPACE_TOKEN.fullmatch(secret) is not None
+
+
+def hash_secret(secret: str) -> bytes:
+    """How token secrets are stored: SHA-256 (secrets carry 256 random bits)."""
+    return hashlib.sha256(secret.encode()).digest()
+
+
+class Tokens(ServiceBase):
+    """Authentication, and a namespace's tokens."""
+
+    _admin_token: str | None
+
+    async def authenticate(self, secret: str) -> Principal | None:
+        """Who presents ``secret``: the admin, a namespace token, or nobody (``None``)."""
+        if self._admin_token and hmac.compare_digest(secret.encode(), self._admin_token.encode()):
+            return Principal(is_admin=True)
+        if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+            return None
+        token = await self.store.find_token(hash_secret(secret))
+        if token is None:
+            return None
+        return Principal(is_admin=False, namespace=token.namespace, token_id=token.id)
+
+    async def issue_token(
+        self, namespace: str, label: str = "", expires_at: datetime | None = None
+    ) -> IssuedToken:
+        """Issue a namespace token; its secret is returned now and never again."""
+        await self._require_namespace(namespace)
+        validation.text("label", label, 200)
+        if expires_at is not None:
+            validation.timestamp("expires_at", expires_at)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)  # is_namespace_token's shape
+        token = await self.store.insert_token(
+            namespace, str(uuid.uuid4()), label, hash_secret(secret), expires_at
+        )
+        return IssuedToken(token=token, secret=secret)
+
+    async def list_tokens(self, namespace: str) -> list[Token]:
+        """A namespace's tokens, without secrets."""
+        await self._require_namespace(namespace)
+        return await self.store.list_tokens(namespace)
+
+    async def revoke_token(self, namespace: str, token_id: str) -> None:
+        """Revoke a token; it stops working at once."""
+        if (
+            lease_uuid(token_id) is None
+            or not could_exist(validation.NAME_PATTERN, namespace)
+            or not await self.store.delete_token(namespace, token_id)
+        ):
+            raise NotFoundError(f"token {token_id!r} does not exist", token_id=token_id)
