@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap import create_engine
+from app.bootstrap.database import create_engine
 from app.core.service import QueueService
 from app.core.validation import Limits
 from app.store import migrate

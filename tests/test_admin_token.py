@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from app.bootstrap import ensure_admin_token
+from app.bootstrap.database import ensure_admin_token
 from app.config import MIN_ADMIN_TOKEN_LENGTH, Settings, describe_invalid
 from tests.processes import SUNDIAL, clean_env, free_port
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_core_never_imports_the_pipeline_extra() -> None:
     code = (
-        "import sys, app.api.app, app.cli.main, app.client, app.scheduler;"
+        "import sys, app.bootstrap.server, app.bootstrap.commands, app.client, app.scheduler;"
         " print(sorted(m for m in ('pyspark', 'pyarrow') if m in sys.modules))"
     )
     done = subprocess.run(

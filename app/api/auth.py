@@ -15,33 +15,13 @@ from typing import Any
 
 from litestar.connection import ASGIConnection
 
-from app.api import throttle
-from app.api.errors import ForbiddenError, UnauthorizedError
-from app.api.runtime import runtime, service
 from app.core import catalogue
 from app.core.models import Principal
-from app.core.service import is_namespace_token
-
-SCHEME = "bearer"
-
-
-def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
-    """The token of the ``Authorization: Bearer`` header.
-
-    Raises:
-        UnauthorizedError: no such header, or another scheme.
-    """
-    header = next(
-        (v.decode("latin-1") for k, v in connection.scope["headers"] if k == b"authorization"),
-        None,
-    )  # the raw ASGI headers (lower-case names): cheaper than building Litestar's Headers
-    if not header:
-        raise UnauthorizedError("missing Authorization: Bearer <token> header")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != SCHEME or not token:
-        raise UnauthorizedError("the Authorization header must be 'Bearer <token>'")
-    return token
+from app.core.service.tokens import is_namespace_token
+from app.web import throttle
+from app.web.credentials import bearer_token
+from app.web.errors import ForbiddenError, UnauthorizedError
+from app.web.runtime import runtime, service
 
 
 async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:

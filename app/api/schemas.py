@@ -33,7 +33,7 @@ from app.core.models import (
     QueueKind,
     Token,
 )
-from app.core.service import QueueDetail
+from app.core.service.queues import QueueDetail
 from app.core.states import State
 
 _DEFAULTS = QueueConfig()

@@ -1,13 +1,19 @@
-"""Wiring: the one module that joins the core to the store. Edges (HTTP API, CLI, scheduler)
-get a ready :class:`QueueService` or engine from here and never build them themselves.
+"""What stands on PostgreSQL, built here and handed out: the one module that imports the store.
+
+The edges (the HTTP API, the dashboard, the metrics, the scheduler, the commands, the pipeline)
+get a ready engine, :class:`QueueService`, read side or database URL from here and never build
+them from the store themselves (``.importlinter`` checks it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -15,10 +21,18 @@ from app.config import Settings
 from app.core.insights import QueueInsights
 from app.core.service import QueueService
 from app.core.validation import Limits
-from app.database_url import connection_defaults
+from app.database_url import connection_defaults, psycopg_dsn
+from app.store import migrate
 from app.store.connections import prepare_for_failover
 from app.store.insights import PostgresInsights
+from app.store.notifications import ListenerRegistrations, NotificationListener
 from app.store.postgres import PostgresStore
+from app.store.sessions import DashboardSessions
+
+# What the metrics read (app/observability/database.py), handed out as the store reads it.
+from app.store.stats import read_database_stats as read_database_stats
+from app.store.stats import read_live_queue_ids as read_live_queue_ids
+from app.web.waiters import WaiterRegistry
 
 log = logging.getLogger("sundial.bootstrap")
 
@@ -76,6 +90,21 @@ def build_insights(engine: AsyncEngine, service: QueueService) -> QueueInsights:
     return QueueInsights(service, PostgresInsights(engine))
 
 
+def dashboard_sessions(engine: AsyncEngine, idle_seconds: int) -> DashboardSessions:
+    """The dashboard's server-side sessions, over PostgreSQL (live in every server process)."""
+    return DashboardSessions(engine, idle_seconds)
+
+
+def notification_listener(engine: AsyncEngine, waiters: WaiterRegistry) -> NotificationListener:
+    """The process's LISTEN connection, waking ``waiters``, which register their queues with it
+    (not started: the server's lifespan starts and stops it)."""
+    listener = NotificationListener(
+        psycopg_dsn(engine.url), on_notify=waiters.notify, on_connect=waiters.reconnected
+    )
+    waiters.registrar = ListenerRegistrations(engine, listener)
+    return listener
+
+
 def ensure_admin_token(settings: Settings) -> tuple[str, bool]:
     """The admin token: configured, else read from (or generated once into) the data dir.
 
@@ -91,3 +120,62 @@ def ensure_admin_token(settings: Settings) -> tuple[str, bool]:
     path.touch(mode=0o600)
     path.write_text(token + "\n")
     return token, True
+
+
+async def read_schema_revision(engine: AsyncEngine) -> str | None:
+    """The schema revision the database is at, read now."""
+    async with engine.connect() as conn:
+        return await conn.run_sync(migrate.database_revision)
+
+
+def head_revision() -> str | None:
+    """The newest schema revision this code knows."""
+    return migrate.head_revision()
+
+
+@contextlib.contextmanager
+def open_database(
+    settings: Settings, *, migrate_schema: bool = True, prefer_socket: bool = False
+) -> Iterator[str]:
+    """The database URL a command works on: the configured one, or the embedded default
+    (started here).
+
+    With ``migrate_schema``, waits for the database to accept connections (it may still be
+    starting, e.g. beside the server in docker compose), then upgrades its schema to the newest
+    revision. The embedded cluster is stopped again on exit if this call started it. With
+    ``prefer_socket`` (the server), the embedded cluster is reached through its unix socket
+    when it has one; other commands use TCP, which Spark's JDBC driver needs.
+
+    Raises:
+        click.ClickException: the database cannot be reached or started (said in one line).
+    """
+    with _database_url(settings, prefer_socket=prefer_socket) as url:
+        if migrate_schema:
+            try:
+                migrate.wait_until_reachable(url, settings.startup_timeout_seconds)
+            except migrate.DatabaseUnreachable as error:
+                raise click.ClickException(str(error)) from error
+            migrate.upgrade(url)
+        yield url
+
+
+@contextlib.contextmanager
+def _database_url(settings: Settings, *, prefer_socket: bool = False) -> Iterator[str]:
+    if settings.database_url is not None:
+        yield settings.database_url
+        return
+    from app.embedded import LocalCluster, PostgresNotFound
+
+    try:
+        cluster = LocalCluster(settings.data_dir.resolve() / "postgres", bindir=settings.pg_bindir)
+        was_running = cluster.is_running()
+        cluster.ensure_initialized()
+        cluster.start()
+    except PostgresNotFound as error:
+        raise click.ClickException(str(error)) from error
+    log.info("embedded PostgreSQL in %s on port %d", cluster.data_dir, cluster.port)
+    try:
+        yield cluster.local_sqlalchemy_url if prefer_socket else cluster.sqlalchemy_url
+    finally:
+        if not was_running:
+            cluster.stop()

@@ -11,7 +11,7 @@ import sys
 import click
 import psycopg
 
-from app.cli.database import database
+from app.bootstrap.database import open_database
 from app.config import get_settings
 from app.store.reporting import READER_ROLE
 
@@ -52,7 +52,7 @@ def create_reader(
     if password is not None and not password:
         raise click.BadParameter("must not be empty", param_hint="password")
 
-    with database(get_settings()) as url:
+    with open_database(get_settings()) as url:
         try:
             result = create(url, role, password)
             if result.created and password is None:

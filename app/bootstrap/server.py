@@ -1,10 +1,13 @@
-"""The Litestar application: :func:`create_app` builds it from :class:`Settings`.
+"""The HTTP server, assembled: :func:`create_app` builds the Litestar application from
+:class:`Settings` and the edges (the API's routes, the dashboard, the metrics endpoint and its
+middleware, the scheduler).
 
 At startup (the lifespan) it creates the database engine (unless one is given), the queue
 service, the notification listener that wakes long-polling consumers, and, when enabled, the
 background scheduler; at shutdown it stops them in reverse order.
 
-Run it with ``uvicorn --factory app.api:create_app_from_env`` (``sundial serve`` does).
+Run it with ``uvicorn --factory app.bootstrap.server:create_app_from_env`` (``sundial serve``
+does).
 """
 
 from __future__ import annotations
@@ -17,22 +20,20 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.errors import EXCEPTION_HANDLERS
-from app.api.longpoll import WaiterRegistry
 from app.api.openapi import config as openapi_config
-from app.api.ratelimit import RateLimiter
 from app.api.routes import ROUTERS
-from app.api.runtime import Runtime
-from app.api.throttle import AuthThrottlePlugin
-from app.bootstrap import build_service, create_engine
+from app.bootstrap import database
 from app.config import Settings, get_settings
 from app.dashboard import DashboardPlugin
-from app.database_url import psycopg_dsn
+from app.observability import endpoint as metrics_endpoint
 from app.observability.http import http_metrics
 from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
-from app.store import migrate
-from app.store.notifications import ListenerRegistrations, NotificationListener
+from app.web.errors import EXCEPTION_HANDLERS
+from app.web.ratelimit import RateLimiter
+from app.web.runtime import Runtime
+from app.web.throttle import AuthThrottlePlugin
+from app.web.waiters import WaiterRegistry
 
 log = logging.getLogger("sundial.api")
 
@@ -46,19 +47,16 @@ def _lifespan(
         if engine is not None:
             db = engine
         elif settings.database_url is not None:
-            db = create_engine(settings.database_url, settings.pool_size)
+            db = database.create_engine(settings.database_url, settings.pool_size)
         else:
             raise RuntimeError(
                 "no database configured: set SUNDIAL_DATABASE_URL"
                 " (sundial serve starts the embedded database before the app)"
             )
         waiters = WaiterRegistry()
-        listener = NotificationListener(
-            psycopg_dsn(db.url), on_notify=waiters.notify, on_connect=waiters.reconnected
-        )
-        waiters.registrar = ListenerRegistrations(db, listener)
+        listener = database.notification_listener(db, waiters)
         scheduler = Scheduler(db, settings) if settings.scheduler_enabled else None
-        service = build_service(db, settings)
+        service = database.build_service(db, settings)
         metrics_token = settings.metrics_token
         metrics = app.state.metrics = ServerMetrics(
             db, waiters, scheduler, metrics_token.get_secret_value() if metrics_token else None
@@ -69,7 +67,8 @@ def _lifespan(
             service=service,
             waiters=waiters,
             listener=listener,
-            head_revision=migrate.head_revision(),
+            schema_revision=lambda: database.read_schema_revision(db),
+            head_revision=database.head_revision(),
             rate_limiter=RateLimiter(settings.rate_limit) if settings.rate_limit else None,
         )
         sweeper = asyncio.create_task(waiters.run_sweeper(), name="sundial-waiter-sweeper")
@@ -104,7 +103,7 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
         RuntimeError: at startup, when neither ``engine`` nor ``settings.database_url`` is set.
     """
     return Litestar(
-        route_handlers=ROUTERS,
+        route_handlers=[*ROUTERS, *metrics_endpoint.HANDLERS],
         lifespan=[_lifespan(settings, engine)],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[http_metrics],

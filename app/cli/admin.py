@@ -1,33 +1,23 @@
-"""The ``sundial`` command: serve, database migrations, and operator administration.
+"""Operator administration: ``sundial namespace | token | queue``, on the configured database
+(or the embedded default), through the queue service the composition root hands out.
 
-Argument parsing and printing only; the work is done by :mod:`app.bootstrap`, the store's
-migrations and the queue service.
+Argument parsing and printing only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import os
-import signal
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 import click
-from pydantic import ValidationError
 
-from app import bootstrap
-from app.cli.database import database, split_queue_path
-from app.cli.dev_cluster import dev_cluster
-from app.cli.messages import COMMANDS as MESSAGE_COMMANDS
-from app.cli.pipeline import pipeline
-from app.cli.reader import create_reader
-from app.cli.work import work
-from app.config import Settings, describe_invalid, get_settings
+from app.bootstrap import database
+from app.commandline import split_queue_path
+from app.config import get_settings
 from app.core.errors import SundialError
 from app.core.models import QueueConfig
 from app.core.service import QueueService
@@ -35,166 +25,19 @@ from app.core.service import QueueService
 T = TypeVar("T")
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def _server_settings() -> Settings:
-    """The configuration, or a stop with what is wrong in it (no traceback, no values)."""
-    try:
-        return get_settings()
-    except ValidationError as error:
-        raise click.ClickException(describe_invalid(error)) from None
-
-
-@click.group()
-@click.version_option(package_name="sundial")
-def main() -> None:
-    """Sundial: a priority and delay queue server backed by PostgreSQL."""
-
-
-@main.command()
-@click.option("--host", help="Address to bind (default: SUNDIAL_HOST or 127.0.0.1).")
-@click.option("--port", type=int, help="Port to bind (default: SUNDIAL_PORT or 8080).")
-@click.option("--workers", type=int, help="Worker processes (default: SUNDIAL_WORKERS or cores).")
-@click.option("--no-migrate", is_flag=True, help="Do not apply pending migrations at start.")
-def serve(host: str | None, port: int | None, workers: int | None, no_migrate: bool) -> None:
-    """Run the HTTP server (and the background scheduler).
-
-    Without SUNDIAL_DATABASE_URL, a private PostgreSQL cluster is created in SUNDIAL_DATA_DIR
-    (default ./.sundial) and started; its data survives restarts.
-    """
-    import uvicorn
-
-    settings = _server_settings()
-    _configure_logging(settings.log_level)
-    updates: dict[str, Any] = {
-        key: value
-        for key, value in {"host": host, "port": port, "workers": workers}.items()
-        if value is not None
-    }
-    settings = settings.model_copy(update=updates)
-    embedded = settings.database_url is None
-    with database(settings, migrate=not no_migrate, prefer_socket=True) as url:
-        admin_token = None
-        if embedded or settings.admin_token is None:
-            admin_token, generated = bootstrap.ensure_admin_token(settings)
-            if generated:
-                click.echo(f"Generated admin token (kept in {settings.data_dir}): {admin_token}")
-        # Workers are separate processes: hand them the resolved configuration.
-        os.environ["SUNDIAL_DATABASE_URL"] = url
-        if admin_token is not None:
-            os.environ["SUNDIAL_ADMIN_TOKEN"] = admin_token
-        get_settings.cache_clear()
-        _server_settings()  # what the workers will read, the data dir's admin token included
-        click.echo(
-            f"Sundial listening on http://{settings.host}:{settings.port}"
-            f" ({settings.workers} workers); API docs at /schema"
-        )
-        # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal to the
-        # handler it found: make that a normal exit, so the embedded database is stopped too.
-        signal.signal(signal.SIGTERM, _exit_normally)
-        # Workers add up their metrics through files in a directory of this run's own.
-        from app.observability.multiprocess import fresh_directory
-
-        with fresh_directory():
-            uvicorn.run(
-                "app.api.app:create_app_from_env",
-                factory=True,
-                host=settings.host,
-                port=settings.port,
-                workers=settings.workers,
-                loop="uvloop",
-                http="httptools",
-                log_level=settings.log_level.lower(),
-                access_log=False,
-                timeout_graceful_shutdown=25,
-            )
-
-
-def _exit_normally(signum: int, frame: object) -> None:
-    raise SystemExit(0)
-
-
-# --- database ---------------------------------------------------------------------------------
-
-
-@main.group()
-def db() -> None:
-    """Database schema migrations (Alembic)."""
-
-
-@db.command()
-@click.argument("revision", default="head")
-def upgrade(revision: str) -> None:
-    """Apply migrations up to REVISION (default: head)."""
-    from app.store import migrate
-
-    with database(get_settings(), migrate=False) as url:
-        migrate.upgrade(url, revision)
-
-
-@db.command()
-@click.argument("revision")
-def downgrade(revision: str) -> None:
-    """Revert migrations down to REVISION (`base` removes the schema)."""
-    from app.store import migrate
-
-    with database(get_settings(), migrate=False) as url:
-        migrate.downgrade(url, revision)
-
-
-@db.command()
-def current() -> None:
-    """Show the database's current revision."""
-    from app.store import migrate
-
-    with database(get_settings(), migrate=False) as url:
-        migrate.current(url)
-
-
-@db.command()
-def history() -> None:
-    """List the migration history."""
-    from app.store import migrate
-
-    migrate.history()
-
-
-@db.command()
-def check() -> None:
-    """Fail if the models and the migrations disagree."""
-    from alembic.util.exc import AutogenerateDiffsDetected
-
-    from app.store import migrate
-
-    with database(get_settings(), migrate=False) as url:
-        try:
-            migrate.check(url)
-        except AutogenerateDiffsDetected as error:
-            raise click.ClickException(str(error)) from error
-
-
-# --- administration -----------------------------------------------------------------------------
-
-
 def _run(work: Callable[[QueueService], Awaitable[T]]) -> T:
     """Run one service call against the configured (or embedded) database."""
     settings = get_settings()
 
     async def call(url: str) -> T:
-        engine = bootstrap.create_engine(url, pool_size=2)
+        engine = database.create_engine(url, pool_size=2)
         try:
-            return await work(bootstrap.build_service(engine, settings))
+            return await work(database.build_service(engine, settings))
         finally:
             await engine.dispose()
 
     # An embedded database is this command's own: bring it to the newest schema on first use.
-    with database(settings, migrate=settings.database_url is None) as url:
+    with database.open_database(settings, migrate_schema=settings.database_url is None) as url:
         try:
             return asyncio.run(call(url))
         except SundialError as error:
@@ -217,7 +60,7 @@ def _print(value: Any) -> None:
     click.echo(json.dumps(_plain(value), indent=2, sort_keys=True))
 
 
-@main.group()
+@click.group()
 def namespace() -> None:
     """Manage namespaces (tenants)."""
 
@@ -244,7 +87,7 @@ def namespace_delete(name: str) -> None:
     _run(lambda s: s.delete_namespace(name))
 
 
-@main.group()
+@click.group()
 def token() -> None:
     """Manage namespace tokens."""
 
@@ -273,7 +116,7 @@ def token_revoke(namespace_name: str, token_id: str) -> None:
     _run(lambda s: s.revoke_token(namespace_name, token_id))
 
 
-@main.group()
+@click.group()
 def queue() -> None:
     """Manage queues (NAMESPACE/QUEUE)."""
 
@@ -352,12 +195,3 @@ def queue_resume(queue_path: str) -> None:
     ns, name = split_queue_path(queue_path)
     changes = {"enqueue_paused": False, "dequeue_paused": False}
     _print(_run(lambda s: s.update_queue(ns, name, changes)))
-
-
-for _command in (*MESSAGE_COMMANDS, work, pipeline, dev_cluster):
-    main.add_command(_command)
-db.add_command(create_reader)
-
-
-if __name__ == "__main__":
-    main()

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from app.cli.messages import parse_pairs, reported_errors, server_options
 from app.client import Worker
 from app.client.calls import MAX_WAIT_SECONDS
+from app.client.commands import parse_pairs, reported_errors, server_options
 
 
 def load_handler(spec: str) -> Any:

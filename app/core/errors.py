@@ -1,5 +1,5 @@
 """Errors the queue core raises. Edges map them to their own vocabulary (HTTP codes live in
-``app/api/errors.py``; the CLI prints them).
+``app/web/errors.py``; the CLI prints them).
 
 ::
 

@@ -1,7 +1,7 @@
 """Signing in with the admin token, and signing out.
 
 A refused sign-in counts against the client's address like a failed API authentication
-(:mod:`app.api.throttle`): past the limit, the sign-in form answers 429 without checking the
+(:mod:`app.web.throttle`): past the limit, the sign-in form answers 429 without checking the
 token.
 """
 
@@ -12,9 +12,6 @@ import logging
 from litestar import get, post
 from litestar.response import Redirect, Template
 
-from app.api import throttle
-from app.api.ratelimit import RateLimitedError
-from app.api.runtime import AnyRequest
 from app.dashboard.common import page, see_other, service
 from app.dashboard.security import (
     LOGIN_PATH,
@@ -24,6 +21,9 @@ from app.dashboard.security import (
     sessions,
     signed_in,
 )
+from app.web import throttle
+from app.web.ratelimit import RateLimitedError
+from app.web.runtime import AnyRequest
 
 log = logging.getLogger("sundial.dashboard")
 

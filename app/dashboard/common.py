@@ -9,12 +9,12 @@ from litestar import Litestar
 from litestar.connection import ASGIConnection
 from litestar.response import Redirect, Template
 
-from app.api.runtime import AnyRequest, runtime
-from app.bootstrap import build_insights
+from app.bootstrap.database import build_insights
 from app.core.insights import Overview, QueueInsights
 from app.core.service import QueueService
 from app.dashboard.security import PREFIX
 from app.recent import Recent
+from app.web.runtime import AnyRequest, runtime
 
 FLASH_KEY = "flash"
 

@@ -11,7 +11,6 @@ from litestar import get, post
 from litestar.datastructures import FormMultiDict
 from litestar.response import Redirect, Template
 
-from app.api.runtime import AnyRequest, PathStr
 from app.core.models import MessageFilter
 from app.core.states import State
 from app.dashboard.common import flash, insights, page, queue_path, see_other, service
@@ -21,6 +20,7 @@ from app.dashboard.forms import (
     dead_letter_action,
     parse_states,
 )
+from app.web.runtime import AnyRequest, PathStr
 
 PAGE_SIZE = 50
 BULK_LIMIT = 100_000

@@ -11,10 +11,10 @@ from litestar.exceptions import HTTPException, PermissionDeniedException
 from litestar.response import Template
 from litestar.types import ExceptionHandler, ExceptionHandlersMap
 
-from app.api.errors import status_for
 from app.core.errors import SundialError, ValidationError
 from app.dashboard.forms import FormError
 from app.dashboard.security import PREFIX, is_dashboard_path
+from app.web.errors import status_for
 
 log = logging.getLogger("sundial.dashboard")
 

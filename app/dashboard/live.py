@@ -6,11 +6,11 @@ from typing import Any
 
 from litestar import get
 
-from app.api.runtime import AnyRequest, PathStr
 from app.core.insights import ExclusiveActivity, QueueSummary, Throughput, WaitTimes
 from app.dashboard.common import insights, queue_path
 from app.dashboard.common import overview as cached_overview
 from app.dashboard.format import STATE_ORDER, duration, epoch
+from app.web.runtime import AnyRequest, PathStr
 
 
 def _summary(summary: QueueSummary) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from litestar import get
 from litestar.response import Template
 
-from app.api.runtime import AnyRequest, PathStr
 from app.core.errors import ValidationError
 from app.core.models import MessagePage
 from app.core.states import DEAD_LETTER_STATES
 from app.dashboard.common import page, service
 from app.dashboard.format import STATE_ORDER
 from app.dashboard.forms import PAGE_SIZES, BrowserQuery, FormError, browser_query
+from app.web.runtime import AnyRequest, PathStr
 
 
 @get("/queues/{ns:str}/{queue:str}/messages")

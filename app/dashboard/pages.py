@@ -6,11 +6,11 @@ from __future__ import annotations
 from litestar import get, post
 from litestar.response import Redirect, Template
 
-from app.api.runtime import AnyRequest, PathStr
 from app.core.states import State
 from app.dashboard.common import flash, insights, page, queue_path, see_other, service
 from app.dashboard.format import LIVE_ORDER, STATE_ORDER
 from app.dashboard.forms import FormError
+from app.web.runtime import AnyRequest, PathStr
 
 SWITCHES = {"enqueue_paused": "Enqueue", "dequeue_paused": "Dequeue"}
 

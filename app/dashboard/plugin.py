@@ -21,7 +21,7 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.static_files import create_static_files_router
 from litestar.template import TemplateConfig
 
-from app.api.errors import EXCEPTION_HANDLERS as JSON_HANDLERS
+from app.bootstrap import database
 from app.config import Settings
 from app.dashboard import auth, dead_letters, live, messages, pages
 from app.dashboard.common import start_insights
@@ -36,7 +36,7 @@ from app.dashboard.security import (
     require_api_login,
     require_page_login,
 )
-from app.store.sessions import DashboardSessions
+from app.web.errors import EXCEPTION_HANDLERS as JSON_HANDLERS
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -50,7 +50,7 @@ def _register_filters(engine: JinjaTemplateEngine) -> None:
 async def start_sessions(app: Litestar) -> None:
     """``on_startup``: the server-side sessions, over the runtime's engine (made by the app's
     lifespan, which runs first)."""
-    app.state[SESSIONS_STATE_KEY] = DashboardSessions(
+    app.state[SESSIONS_STATE_KEY] = database.dashboard_sessions(
         app.state.runtime.engine, SESSION_IDLE_SECONDS
     )
 

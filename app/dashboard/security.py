@@ -3,9 +3,9 @@ CSRF-checked forms, and security headers.
 
 - The session cookie is Litestar's client-side cookie session (AES-GCM, ``HttpOnly``,
   ``SameSite=Strict``, path ``/dashboard``). It carries only a random session id; the session is
-  live while the database has it (:mod:`app.store.sessions`), so signing out ends it in every
-  server worker process and every server on the database, and a copy of the cookie stops
-  working at once.
+  live while the database has it (table ``dashboard_sessions``, through :class:`Sessions`), so
+  signing out ends it in every server worker process and every server on the database, and a
+  copy of the cookie stops working at once.
 - Forms carry Litestar's CSRF token (double submit: a signed cookie and a hidden field that
   must match); a POST without it is refused with 403.
 - Both secrets are derived from the admin token (HMAC-SHA256 with a fixed label each), which
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from litestar import Response
@@ -30,8 +30,6 @@ from litestar.middleware.session.client_side import CookieBackendConfig
 from litestar.response import Redirect
 from litestar.types import ASGIApp, Message, Scope
 
-from app.store.sessions import DashboardSessions
-
 PREFIX = "/dashboard"
 LOGIN_PATH = f"{PREFIX}/login"
 SESSION_COOKIE = "sundial_session"
@@ -41,7 +39,25 @@ SESSION_IDLE_SECONDS = 8 * 3600
 SESSION_ID_KEY = "sid"
 """The key of the session id in the session cookie's data."""
 SESSIONS_STATE_KEY = "dashboard_sessions"
-"""Where the app keeps its :class:`DashboardSessions` (made at startup)."""
+"""Where the app keeps its :class:`Sessions` (made at startup)."""
+
+
+class Sessions(Protocol):
+    """The server-side sessions: the database holds every live one, so signing out (or an
+    idle timeout) ends a session in every server process at once."""
+
+    async def start(self) -> str:
+        """A new session's id."""
+        ...
+
+    async def touch(self, session_id: str) -> bool:
+        """Renew a live session; False when it has ended or expired."""
+        ...
+
+    async def end(self, session_id: str) -> None:
+        """End a session (sign-out)."""
+        ...
+
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -91,9 +107,9 @@ def middleware(admin_token: str) -> list[DefineMiddleware]:
     ]
 
 
-def sessions(connection: ASGIConnection[Any, Any, Any, Any]) -> DashboardSessions:
+def sessions(connection: ASGIConnection[Any, Any, Any, Any]) -> Sessions:
     """The server-side sessions of the app serving ``connection``."""
-    value: DashboardSessions = connection.app.state[SESSIONS_STATE_KEY]
+    value: Sessions = connection.app.state[SESSIONS_STATE_KEY]
     return value
 
 

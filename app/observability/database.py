@@ -23,9 +23,10 @@ from prometheus_client.registry import Collector
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.bootstrap.database import read_database_stats, read_live_queue_ids
+from app.core.readings import DatabaseStats, QueueDepth
 from app.observability import metrics
 from app.recent import Recent
-from app.store.stats import DatabaseStats, QueueDepth, read_database_stats, read_live_queue_ids
 
 log = logging.getLogger("sundial.metrics")
 

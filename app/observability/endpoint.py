@@ -27,13 +27,13 @@ from prometheus_client import (
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from app.api import throttle
-from app.api.auth import bearer_token
-from app.api.errors import UnauthorizedError
 from app.observability import multiprocess
 from app.observability.database import DatabaseCollector, Reading
 from app.observability.existing import ExistingQueuesOnly
 from app.observability.server import ServerMetrics
+from app.web import throttle
+from app.web.credentials import bearer_token
+from app.web.errors import UnauthorizedError
 
 # The classic text format (prometheus_client's CONTENT_TYPE_PLAIN_0_0_4), which every scraper
 # reads; Litestar appends the "; charset=utf-8" itself.
@@ -72,7 +72,7 @@ def render(reading: Reading, now: float, existing: Collection[int] | None = None
 async def check_token(request: ASGIConnection[Any, Any, Any, Any], expected: str) -> None:
     """Let the scrape through only with ``Authorization: Bearer <expected>``. A wrong token
     counts as a failed authentication of the client's address, like a wrong API token
-    (:mod:`app.api.throttle`).
+    (:mod:`app.web.throttle`).
 
     Raises:
         RateLimitedError: the address failed authentication too often (429).

@@ -9,16 +9,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Protocol
 
 from prometheus_client import Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 
-from app.api.longpoll import WaiterRegistry
 from app.observability import metrics
-from app.scheduler import Scheduler
+from app.web.waiters import WaiterRegistry
 
 SAMPLE_SECONDS = 1.0
+
+
+class TickCounts(Protocol):
+    """Messages the scheduler's ticks have changed so far, by kind."""
+
+    @property
+    def promoted(self) -> int: ...
+
+    @property
+    def released(self) -> int: ...
+
+    @property
+    def expired(self) -> int: ...
+
+
+class SchedulerProgress(Protocol):
+    """What the metrics follow of this process's scheduler (:class:`app.scheduler.Scheduler`)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def ticks(self) -> int: ...
+
+    @property
+    def changed(self) -> TickCounts: ...
+
+    async def wait_until(self, *, leader: bool | None = None, ticks: int | None = None) -> None:
+        """Return once the scheduler leads (or not) and has ticked ``ticks`` times."""
+        ...
 
 
 class _Reported:
@@ -41,7 +71,7 @@ class Sampler:
         self,
         engine: AsyncEngine,
         waiters: WaiterRegistry,
-        scheduler: Scheduler | None,
+        scheduler: SchedulerProgress | None,
         interval: float = SAMPLE_SECONDS,
     ) -> None:
         self.engine = engine
@@ -91,7 +121,7 @@ class Sampler:
             await asyncio.sleep(self.interval)
             self.sample()
 
-    async def _follow_ticks(self, scheduler: Scheduler) -> None:
+    async def _follow_ticks(self, scheduler: SchedulerProgress) -> None:
         """Count every tick and what it changed, woken by the scheduler after each one.
 
         Counts come from the scheduler's running totals, so ticks that finish before this

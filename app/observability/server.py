@@ -7,12 +7,11 @@ import contextlib
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.longpoll import WaiterRegistry
 from app.observability import multiprocess
 from app.observability.database import DatabaseStatsCache, read_existing_queues
 from app.observability.observer import MetricsObserver
-from app.observability.sampler import Sampler
-from app.scheduler import Scheduler
+from app.observability.sampler import Sampler, SchedulerProgress
+from app.web.waiters import WaiterRegistry
 
 FORGET_SECONDS = 10.0
 """How often a process whose per-queue labels are full checks for deleted queues to forget (a
@@ -27,7 +26,7 @@ class ServerMetrics:
         self,
         engine: AsyncEngine,
         waiters: WaiterRegistry,
-        scheduler: Scheduler | None,
+        scheduler: SchedulerProgress | None,
         token: str | None = None,
     ) -> None:
         self.observer = MetricsObserver()

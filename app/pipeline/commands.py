@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from app.cli.database import database, split_queue_path
+from app.bootstrap.database import open_database
+from app.commandline import split_queue_path
 from app.config import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def _requires_pipeline_extra() -> None:
 @contextlib.contextmanager
 def _database(settings: Settings) -> Iterator[str]:
     # An embedded database is this command's own: bring it to the newest schema on first use.
-    with database(settings, migrate=settings.database_url is None) as url:
+    with open_database(settings, migrate_schema=settings.database_url is None) as url:
         yield url
 
 

@@ -10,7 +10,7 @@ settings (see :func:`app.pipeline.session.start_spark`).
 
 from __future__ import annotations
 
-from app.cli.pipeline import pipeline
+from app.pipeline.commands import pipeline
 
 if __name__ == "__main__":
     pipeline(prog_name="sundial pipeline")

@@ -9,11 +9,12 @@ until their retention passes) and ``message_history`` are never counted here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.core.readings import DatabaseStats, QueueDepth, TableTuples
 
 LEADER_FRESH_SECONDS = 5.0
 """A scheduler node counts as leading while its heartbeat (every second) is this recent."""
@@ -67,43 +68,6 @@ DATABASE_STATS: Final[TextClause] = text(
 LIVE_QUEUES: Final[TextClause] = text("SELECT id FROM queues")
 """The ids of the queues that exist now (an index-only scan of the primary key): what a scrape
 checks every per-queue series against, so a deleted queue's series are gone at once."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueDepth:
-    """One queue's live messages per state, and how long its oldest pending one has waited."""
-
-    namespace: str
-    queue: str
-    invisible: int
-    pending: int
-    running: int
-    oldest_pending_age: float | None
-    """Seconds since the oldest pending message became visible; None when none is pending."""
-    queue_id: int | None = None
-    """The queue's id (its identity: a queue recreated under the same name has a new one);
-    None for a row that stands for several queues."""
-
-
-@dataclass(frozen=True, slots=True)
-class TableTuples:
-    """Tuple counts of one table, from the statistics collector (approximate)."""
-
-    table: str
-    dead: int
-    live: int
-
-
-@dataclass(frozen=True, slots=True)
-class DatabaseStats:
-    """What one scrape shows about the database."""
-
-    queues: list[QueueDepth]
-    promotion_lag: float
-    lease_release_lag: float
-    expiry_lag: float
-    leaders: int
-    tables: list[TableTuples]
 
 
 def _queue(row: dict[str, Any]) -> QueueDepth:

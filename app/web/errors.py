@@ -20,8 +20,8 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ExceptionHandlersMap
 from sqlalchemy import exc as sa_exc
 
-from app.api.ratelimit import RateLimitedError
 from app.core.errors import SundialError, UnavailableError
+from app.web.ratelimit import RateLimitedError
 
 log = logging.getLogger("sundial.api")
 

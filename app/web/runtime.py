@@ -1,21 +1,31 @@
-"""What the running server holds between requests: built once at startup (the lifespan in
-:mod:`app.api.app`) and reached by handlers through the connection's app state.
+"""What the running server holds between requests: built once at startup by the composition
+root (:mod:`app.bootstrap.server`) and reached by handlers (the API, the dashboard, the metrics
+endpoint) through the connection's app state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.params import FromPath
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.longpoll import WaiterRegistry
-from app.api.ratelimit import RateLimiter
 from app.core.service import QueueService
-from app.store.notifications import NotificationListener
+from app.web.ratelimit import RateLimiter
+from app.web.waiters import WaiterRegistry
+
+
+class Listener(Protocol):
+    """The process's LISTEN connection, as the server sees it."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether notifications are arriving (else the waiters' fallback timer covers)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -25,7 +35,9 @@ class Runtime:
     engine: AsyncEngine
     service: QueueService
     waiters: WaiterRegistry
-    listener: NotificationListener
+    listener: Listener
+    schema_revision: Callable[[], Awaitable[str | None]]
+    """The database's schema revision, read now (for readiness)."""
     head_revision: str | None
     rate_limiter: RateLimiter | None = None
 

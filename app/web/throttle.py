@@ -15,7 +15,7 @@ trusted proxy names in ``X-Forwarded-For`` (uvicorn trusts the addresses in
 one host usually holds whole.
 
 Counting uses the ``limits`` library's moving window in memory, like the per-token rate limit
-(:mod:`app.api.ratelimit`): per worker process, so with W workers an address may fail up to W
+(:mod:`app.web.ratelimit`): per worker process, so with W workers an address may fail up to W
 times the limit before every worker refuses it. Nothing is shared or stored.
 """
 
@@ -34,8 +34,8 @@ from litestar.config.app import AppConfig
 from litestar.connection import ASGIConnection
 from litestar.plugins import InitPluginProtocol
 
-from app.api.ratelimit import RateLimitedError
 from app.config import Settings
+from app.web.ratelimit import RateLimitedError
 
 log = logging.getLogger("sundial.api")
 

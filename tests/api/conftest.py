@@ -21,8 +21,8 @@ from litestar import Litestar
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
-from app.api.runtime import Runtime
+from app.bootstrap.server import create_app
+from app.web.runtime import Runtime
 from app.config import Settings
 from tests.conftest import ADMIN_TOKEN
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from tests.api.conftest import Caller, make_settings, serve
 from tests.conftest import ADMIN_TOKEN
 

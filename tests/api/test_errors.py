@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from app.api import create_app
-from app.api.errors import STATUS_BY_CODE, status_for
-from app.bootstrap import create_engine
+from app.bootstrap.server import create_app
+from app.web.errors import STATUS_BY_CODE, status_for
+from app.bootstrap.database import create_engine
 from app.core import errors as core_errors
 from app.store import migrate
 from tests.api.conftest import BODY_LIMIT, Caller, assert_error, make_settings, serve

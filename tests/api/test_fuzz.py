@@ -52,7 +52,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from tests.api.conftest import BODY_LIMIT, make_settings
 from tests.conftest import ADMIN_TOKEN
 

@@ -167,7 +167,7 @@ async def test_client_that_left_gets_nothing_leased(alpha: Caller, queue: str) -
 
 async def test_shutdown_releases_waiters(alpha: Caller, queue: str) -> None:
     service = alpha.runtime.service
-    registry = longpoll.WaiterRegistry(fallback_seconds=60)
+    registry = WaiterRegistry(fallback_seconds=60)
     qid = await queue_id(alpha)
     waiting = asyncio.create_task(
         longpoll.dequeue(service, registry, "alpha", "q", Dequeue(wait_seconds=10))

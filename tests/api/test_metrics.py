@@ -24,8 +24,8 @@ from pydantic import SecretStr
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.api import create_app
-from app.api.longpoll import WaiterRegistry
+from app.bootstrap.server import create_app
+from app.web.waiters import WaiterRegistry
 from app.observability import metrics
 from app.observability.database import DatabaseCollector, DatabaseStatsCache, Reading
 from app.observability.endpoint import render
@@ -35,7 +35,7 @@ from app.observability.sampler import Sampler
 from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
 from app.store.maintenance import TickResult
-from app.store.stats import DatabaseStats, QueueDepth
+from app.core.readings import DatabaseStats, QueueDepth
 from tests.api.conftest import Caller, assert_error, make_settings, namespace_caller, serve
 from tests.conftest import ADMIN_TOKEN
 

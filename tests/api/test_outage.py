@@ -23,7 +23,7 @@ import pytest
 from litestar import Litestar
 from sqlalchemy import text
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from app.embedded import LocalCluster
 from app.store import migrate
 from tests.api.conftest import Caller, assert_error, make_settings, serve

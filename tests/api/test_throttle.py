@@ -18,8 +18,8 @@ import pytest
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
-from app.api.throttle import UNKNOWN_ADDRESS, client_address
+from app.bootstrap.server import create_app
+from app.web.throttle import UNKNOWN_ADDRESS, client_address
 from app.config import Settings
 from app.core.models import Principal
 from app.dashboard.security import SESSION_COOKIE

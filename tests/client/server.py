@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from tests.api.conftest import make_settings
 from tests.processes import free_port
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from app.cli.main import main
+from app.bootstrap.commands import main
 from app.client import Client, NewMessage
 from tests.processes import ROOT, SUNDIAL
 
@@ -99,15 +99,18 @@ def test_sigterm_drains_a_working_process(q: str, server: str, token: str, clien
     env = {**os.environ, "SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
     command = [str(SUNDIAL), "work", "--queue", q, "--handler"]
     command += ["tests.client.handlers:print_and_work", "--concurrency", "4"]
+    # Unbuffered: readline() then takes no more than the first line from the pipe, and
+    # communicate(), which reads the pipe itself, gets every line after it.
     process = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
     )
     try:
         assert process.stdout is not None
-        first = process.stdout.readline()  # blocks until a handler has started
+        first = process.stdout.readline().decode()  # blocks until a handler has started
         assert first.startswith("start "), first
         process.send_signal(signal.SIGTERM)
-        rest, errors = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=30)
+        rest, errors = out.decode(), err.decode()
     finally:
         if process.poll() is None:
             process.kill()

@@ -14,7 +14,7 @@ import pytest
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from app.config import Settings
 from tests.api.conftest import make_settings, serve
 from tests.conftest import ADMIN_TOKEN

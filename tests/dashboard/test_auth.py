@@ -12,7 +12,7 @@ import pytest
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from app.core.service import QueueService
 from app.dashboard.security import CSRF_COOKIE, SESSION_COOKIE
 from tests.api.conftest import make_settings, serve

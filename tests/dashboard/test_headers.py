@@ -11,7 +11,7 @@ import pytest
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from app.config import Settings
 from app.core.service import QueueService
 from app.dashboard.security import CONTENT_SECURITY_POLICY

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap import build_insights
+from app.bootstrap.database import build_insights
 from app.core.errors import NotFoundError, ValidationError
 from app.core.insights import WINDOW_MINUTES, QueueInsights
 from app.core.models import NewMessage

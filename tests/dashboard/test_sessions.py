@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import create_app
+from app.bootstrap.server import create_app
 from app.config import Settings
 from app.dashboard.security import SESSION_COOKIE, SESSION_IDLE_SECONDS
 from tests.api.conftest import serve

@@ -26,7 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap import create_engine
+from app.bootstrap.database import create_engine
 from app.core.errors import LeaseMismatchError
 from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService

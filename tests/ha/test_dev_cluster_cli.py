@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from app.cli.main import main
+from app.bootstrap.commands import main
 from app.embedded.formation import Formation
 
 pytestmark = [pytest.mark.slow, pytest.mark.ha]

@@ -56,7 +56,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap import create_engine
+from app.bootstrap.database import create_engine
 from app.core.errors import (
     InvalidStateError,
     LeaseMismatchError,

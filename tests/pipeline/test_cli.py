@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from app.cli.main import main
+from app.bootstrap.commands import main
 from app.config import get_settings
 from bench.pipeline_data import generate_history
 from tests.pipeline.test_enqueue import _make_queue as make_queue
@@ -71,7 +71,7 @@ def test_enqueue_command_end_to_end(db, database_url: str, tmp_path: Path) -> No
         SUNDIAL_SPARK_DRIVER_MEMORY="512m",
         SUNDIAL_SPARK_SHUFFLE_PARTITIONS="1",
     )
-    command = [sys.executable, "-m", "app.cli.main", "pipeline", "enqueue"]
+    command = [sys.executable, "-m", "app.bootstrap.commands", "pipeline", "enqueue"]
     arguments = ["--queue", "shop/imports", "--from", "orders.csv", "--id-column", "order"]
     arguments += ["--metadata-columns", "region"]
     done = subprocess.run(

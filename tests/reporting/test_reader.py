@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from app.cli.main import main
+from app.bootstrap.commands import main
 from app.config import get_settings
 from app.store import migrate
 from app.store.reporting import READER_ROLE, create_reader

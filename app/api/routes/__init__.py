@@ -1,11 +1,12 @@
-"""The API's routes, one module per resource; :data:`ROUTERS` lists them all."""
+"""The API's routes, one module per resource; :data:`ROUTERS` lists them all (the metrics
+endpoint, ``/metrics``, is the observability edge's, mounted beside them by
+:mod:`app.bootstrap.server`)."""
 
 from __future__ import annotations
 
 from litestar.types import ControllerRouterHandler
 
 from app.api.routes import health, messages, namespaces, queues, tokens
-from app.observability import endpoint as metrics
 
 ROUTERS: list[ControllerRouterHandler] = [
     namespaces.router,
@@ -13,7 +14,6 @@ ROUTERS: list[ControllerRouterHandler] = [
     queues.router,
     messages.router,
     *health.HANDLERS,
-    *metrics.HANDLERS,
 ]
 
 __all__ = ["ROUTERS"]

@@ -11,10 +11,8 @@ from litestar.params import QueryParameter
 from app.api import longpoll
 from app.api.auth import require_namespace
 from app.api.body import read
-from app.api.errors import error_specs
 from app.api.openapi import SECURITY, with_body
 from app.api.query import message_filter
-from app.api.runtime import AnyRequest, PathStr, runtime, service
 from app.api.schemas import (
     Ack,
     AckOut,
@@ -33,6 +31,8 @@ from app.api.schemas import (
     Requeued,
     RequeueDeadLetters,
 )
+from app.web.errors import error_specs
+from app.web.runtime import AnyRequest, PathStr, runtime, service
 
 _AUTH = (401, 403, 429)
 _ONE = "/messages/{message_id:str}"

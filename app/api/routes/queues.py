@@ -7,9 +7,7 @@ from litestar.openapi.datastructures import ResponseSpec
 
 from app.api.auth import require_namespace
 from app.api.body import read
-from app.api.errors import error_specs
 from app.api.openapi import SECURITY, with_body
-from app.api.runtime import AnyRequest, PathStr, service
 from app.api.schemas import (
     Purge,
     Purged,
@@ -20,6 +18,8 @@ from app.api.schemas import (
     QueuePatch,
     QueuePut,
 )
+from app.web.errors import error_specs
+from app.web.runtime import AnyRequest, PathStr, service
 
 _AUTH = (401, 403, 429)
 _CREATED = {201: ResponseSpec(QueueOut, description="The queue was created")}

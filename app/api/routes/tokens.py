@@ -6,10 +6,10 @@ from litestar import Router, delete, get, post
 
 from app.api.auth import require_admin
 from app.api.body import read
-from app.api.errors import error_specs
 from app.api.openapi import SECURITY, with_body
-from app.api.runtime import AnyRequest, PathStr, service
 from app.api.schemas import IssuedTokenOut, TokenIssue, TokenList, TokenOut
+from app.web.errors import error_specs
+from app.web.runtime import AnyRequest, PathStr, service
 
 _AUTH = (401, 403, 429)
 

@@ -1,0 +1,199 @@
+"""Where a long-polling request waits, in one server process: each request parks on its
+:class:`Waiter`, and the :class:`WaiterRegistry` wakes the waiters of a queue when the database
+notifies a change to it (enqueue, promotion, lease release), registering the queues that have
+waiters with the process's LISTEN connection.
+
+Shared server plumbing: the API's long poll (:mod:`app.api.longpoll`) parks here, and the
+metrics (:mod:`app.observability`) count the waiters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+log = logging.getLogger("sundial.waiters")
+
+FALLBACK_SECONDS = 1.0
+IDLE_SECONDS = 30.0
+"""How long a queue stays registered for notifications after its last waiting request."""
+
+
+class Waiter:
+    """One long-polling request's wake-up signal."""
+
+    __slots__ = ("_event", "_on_park", "closed", "parked")
+
+    def __init__(self, on_park: Callable[[], None]) -> None:
+        self._event = asyncio.Event()
+        self._on_park = on_park
+        self.closed = False
+        """Set when the request should answer now without dequeueing (client gone, shutdown)."""
+        self.parked = False
+
+    def wake(self) -> None:
+        """Make the next (or current) :meth:`wait` return at once."""
+        self._event.set()
+
+    def close(self) -> None:
+        """Wake the request for good: it answers without dequeueing again."""
+        self.closed = True
+        self._event.set()
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait for a wake-up, at most ``seconds``; whether one came."""
+        if not self._event.is_set():
+            self.parked = True
+            self._on_park()
+            try:
+                async with asyncio.timeout(seconds):
+                    await self._event.wait()
+            except TimeoutError:
+                return False
+            finally:
+                self.parked = False
+                self._on_park()
+        self._event.clear()
+        return True
+
+
+class Registrar(Protocol):
+    """Where a process registers the queues it wants notifications for."""
+
+    @property
+    def pid(self) -> int | None:
+        """The LISTEN connection registrations are made for now (None while it is down)."""
+
+    async def register(self, queue_id: int) -> int | None: ...
+    async def unregister(self, queue_id: int) -> None: ...
+
+
+class WaiterRegistry:
+    """The long-polling requests of this process, by queue id.
+
+    Statements notify a queue only while some process has registered interest in it, so busy
+    consumers (which find messages without waiting) cost producers nothing. A request registers
+    its queue just before it parks (:meth:`before_park`); queues nobody has waited on for
+    :attr:`idle_seconds` are unregistered by :meth:`sweep`.
+    """
+
+    def __init__(
+        self,
+        fallback_seconds: float = FALLBACK_SECONDS,
+        registrar: Registrar | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
+        self.fallback_seconds = fallback_seconds
+        self.idle_seconds = idle_seconds
+        self.registrar = registrar
+        """Where queues are registered for notifications (None: every statement notifies)."""
+        self._by_queue: dict[int, set[Waiter]] = {}
+        self._closed = False
+        self._changed = asyncio.Event()
+        self._registered: set[int] = set()
+        self._last_park: dict[int, float] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def before_park(self, queue_id: int) -> bool:
+        """Make sure notifications for ``queue_id`` reach this process before a request parks.
+
+        Returns True when it registered just now: the caller must then look for a message
+        once more, since one may have been committed by a producer that checked for listeners
+        before the registration was visible.
+        """
+        self._last_park[queue_id] = asyncio.get_running_loop().time()
+        if self.registrar is None or queue_id in self._registered:
+            return False
+        async with self._locks.setdefault(queue_id, asyncio.Lock()):
+            if queue_id in self._registered:
+                return False
+            pid = await self.registrar.register(queue_id)
+            if pid is None:
+                return False  # the listener is down: the fallback timer covers the wait
+            if pid == self.registrar.pid:
+                self._registered.add(queue_id)
+            # Otherwise the LISTEN connection was replaced while registering: that row names a
+            # connection that is gone (the leader prunes it), so this one is not taken as
+            # registered; the caller looks again and registers anew before it parks.
+            return True
+
+    async def sweep(self) -> None:
+        """Unregister queues nobody in this process has waited on for ``idle_seconds``."""
+        if self.registrar is None:
+            return
+        now = asyncio.get_running_loop().time()
+        for queue_id in list(self._registered):
+            idle = now - self._last_park.get(queue_id, now) > self.idle_seconds
+            if not idle or self._by_queue.get(queue_id):
+                continue
+            async with self._locks.setdefault(queue_id, asyncio.Lock()):
+                if queue_id in self._registered and not self._by_queue.get(queue_id):
+                    self._registered.discard(queue_id)
+                    await self.registrar.unregister(queue_id)
+
+    async def run_sweeper(self) -> None:
+        """Sweep every half ``idle_seconds``, forever (a background task of the server)."""
+        while True:
+            await asyncio.sleep(self.idle_seconds / 2)
+            try:
+                await self.sweep()
+            except Exception:  # a failed sweep retries at the next round
+                log.warning("could not unregister idle queues", exc_info=True)
+
+    def reconnected(self) -> None:
+        """The LISTEN connection is new (new pid): register again, and look again now."""
+        self._registered.clear()
+        self.notify_all()
+
+    def notify(self, queue_id: int) -> None:
+        """Wake the requests waiting on ``queue_id`` (something may be ready there)."""
+        for waiter in self._by_queue.get(queue_id, ()):
+            waiter.wake()
+
+    def notify_all(self) -> None:
+        """Wake every waiting request (notifications may have been missed)."""
+        for waiters in self._by_queue.values():
+            for waiter in waiters:
+                waiter.wake()
+
+    def close(self) -> None:
+        """Shutting down: every waiting request answers now, and new ones do not wait."""
+        self._closed = True
+        for waiters in self._by_queue.values():
+            for waiter in waiters:
+                waiter.close()
+
+    @contextlib.contextmanager
+    def subscribe(self, queue_id: int) -> Iterator[Waiter]:
+        """A waiter that notifications for ``queue_id`` wake, for the duration of the block."""
+        waiter = Waiter(self._park_changed)
+        if self._closed:
+            waiter.close()
+        waiters = self._by_queue.setdefault(queue_id, set())
+        waiters.add(waiter)
+        try:
+            yield waiter
+        finally:
+            waiters.discard(waiter)
+            if not waiters:
+                self._by_queue.pop(queue_id, None)
+
+    def waiting(self, queue_id: int) -> int:
+        """How many requests are parked waiting for ``queue_id`` now."""
+        return sum(w.parked for w in self._by_queue.get(queue_id, ()))
+
+    def waiting_anywhere(self) -> int:
+        """How many requests are parked now, over every queue (the waiters gauge)."""
+        return sum(w.parked for waiters in self._by_queue.values() for w in waiters)
+
+    async def wait_for_waiting(self, queue_id: int, count: int) -> None:
+        """Wait until at least ``count`` requests are parked on ``queue_id`` (for tests)."""
+        while self.waiting(queue_id) < count:
+            await self._changed.wait()
+
+    def _park_changed(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
