@@ -1,6 +1,6 @@
 """``python -m bench [--quick | --full] [--only NAME…] [--runs N] [--out bench/out]``."""
 
-from bench.suite import main
+from bench.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

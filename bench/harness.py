@@ -1,5 +1,6 @@
-"""The bench's machinery: its own durable PostgreSQL, the real ``sundial serve`` process, the
-load generator and pgbench as separate processes, and the CPU/RSS accounting of every process.
+"""The bench's environment: its own durable PostgreSQL and the real ``sundial serve`` process on
+it, the queues the workloads use, and the load generator and pgbench run as separate processes
+with the CPU of every process counted around them (bench/processes.py).
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import secrets
 import signal
 import socket
@@ -17,13 +17,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
-import psutil
 import psycopg
 
 from app.embedded import LocalCluster, find_postgres_bindir
+from bench.processes import Database, Server, children_cpu, cpu_delta
+from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -32,151 +33,11 @@ NAMESPACE = "bench"
 
 
 def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100) of ``values``; None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
-
-
-def median(values: list[float]) -> float | None:
-    clean = sorted(v for v in values if v is not None)
-    if not clean:
-        return None
-    mid = len(clean) // 2
-    return clean[mid] if len(clean) % 2 else (clean[mid - 1] + clean[mid]) / 2
-
-
-# --- processes and their CPU ---------------------------------------------------------------------
-
-
-def _cpu(proc: psutil.Process, *, children_reaped: bool = False) -> float:
-    try:
-        times = proc.cpu_times()
-    except psutil.Error:
-        return 0.0
-    total = times.user + times.system
-    if children_reaped:
-        total += times.children_user + times.children_system
-    return total
-
-
-@dataclass
-class CpuSnapshot:
-    at: float
-    server_workers: dict[int, float]
-    server_master: float
-    postgres: float
-    loadavg: tuple[float, float, float]
-
-
-class Database(Protocol):
-    """What a server under test needs of its database: a :class:`LocalCluster`, or anything
-    else that answers the same (``bench/failover.py`` serves on a formation)."""
-
-    @property
-    def local_sqlalchemy_url(self) -> str: ...
-
-    @property
-    def libpq_dsn(self) -> str: ...
-
-    @property
-    def data_dir(self) -> Path:
-        """Where the postmaster whose CPU is counted keeps its ``postmaster.pid``."""
-        ...
-
-    def stop(self, mode: str = "fast") -> None: ...
-
-
-@dataclass
-class Server:
-    """The running ``sundial serve`` and the database it uses."""
-
-    cluster: Database
-    process: subprocess.Popen[bytes]
-    base: str
-    token: str
-    log: Path
-    workers: int
-
-    def worker_processes(self) -> list[psutil.Process]:
-        try:
-            master = psutil.Process(self.process.pid)
-            children = master.children(recursive=True)
-        except psutil.Error:
-            return []
-        # uvicorn's multiprocess supervisor spawns the workers; multiprocessing may also start
-        # a resource tracker, which is not a worker (it never imports the app).
-        return [c for c in children if "resource_tracker" not in " ".join(_cmdline(c))]
-
-    def postmaster(self) -> psutil.Process | None:
-        pid_file = self.cluster.data_dir / "postmaster.pid"
-        try:
-            return psutil.Process(int(pid_file.read_text().split()[0]))
-        except (OSError, ValueError, psutil.Error):
-            return None
-
-    def snapshot(self) -> CpuSnapshot:
-        workers = {p.pid: _cpu(p) for p in self.worker_processes()}
-        master = _cpu(psutil.Process(self.process.pid))
-        pg = 0.0
-        postmaster = self.postmaster()
-        if postmaster is not None:
-            # Backends that exited were reaped by the postmaster: their CPU is in its children
-            # times; live backends are counted one by one.
-            pg = _cpu(postmaster, children_reaped=True)
-            pg += sum(_cpu(child) for child in postmaster.children())
-        return CpuSnapshot(time.monotonic(), workers, master, pg, os.getloadavg())
-
-    def rss_mb(self) -> dict[int, float]:
-        out = {}
-        for proc in self.worker_processes():
-            try:
-                out[proc.pid] = proc.memory_info().rss / 2**20
-            except psutil.Error:
-                continue
-        return out
-
-
-def _cmdline(proc: psutil.Process) -> list[str]:
-    try:
-        return proc.cmdline()
-    except psutil.Error:
-        return []
-
-
-def cpu_delta(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, Any]:
-    wall = after.at - before.at
-    workers = {
-        str(pid): round(after.server_workers[pid] - before.server_workers.get(pid, 0.0), 2)
-        for pid in after.server_workers
-    }
-    return {
-        "wall_s": round(wall, 2),
-        "server_workers_cpu_s": workers,
-        "server_cpu_s": round(
-            sum(workers.values()) + after.server_master - before.server_master, 2
-        ),
-        "postgres_cpu_s": round(after.postgres - before.postgres, 2),
-        "loadavg_before": [round(x, 2) for x in before.loadavg],
-        "loadavg_after": [round(x, 2) for x in after.loadavg],
-    }
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-# --- environment ---------------------------------------------------------------------------------
 
 
 def _with_literals(script: Path, defines: dict[str, Any], directory: Path) -> Path:

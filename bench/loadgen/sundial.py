@@ -1,68 +1,18 @@
-"""The load generator: a separate process (``python -m bench.loadgen`` with a JSON spec on stdin,
-a JSON result on stdout), asyncio + aiohttp for Sundial, asyncpg for PgQueuer.
-
-Every timed mode runs ``warmup`` seconds unmeasured, then counts only the operations that both
-started and finished inside the ``duration`` window. A client finishes the request pair it is
-in (dequeue, then its ack) before it stops, so a timed run leaves no message leased.
-"""
+"""The load generator's modes that go through Sundial's HTTP API: enqueue, dequeue + ack, the
+long-poll wake-up, delayed messages and the soak."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
-import resource
-import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import msgspec
 
-from bench.harness import percentile
-
-encode = msgspec.json.encode
-decode = msgspec.json.decode
-now = time.perf_counter
-
-
-def _lat(values: list[float]) -> dict[str, float | None]:
-    return {
-        "n": len(values),
-        "p50": percentile(values, 50),
-        "p99": percentile(values, 99),
-        "max": max(values) if values else None,
-    }
-
-
-class Window:
-    """The measured interval, after the warm-up."""
-
-    def __init__(self, warmup: float, duration: float) -> None:
-        self.start = now() + warmup
-        self.end = self.start + duration
-        self.duration = duration
-
-    def inside(self, t0: float, t1: float) -> bool:
-        return t0 >= self.start and t1 <= self.end
-
-    def over(self) -> bool:
-        return now() >= self.end
-
-
-def _session(spec: dict[str, Any], clients: int) -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(
-        base_url=spec["base"],
-        headers={
-            "Authorization": f"Bearer {spec['token']}",
-            "Content-Type": "application/json",
-        },
-        connector=aiohttp.TCPConnector(limit=clients + 2, force_close=False),
-        timeout=aiohttp.ClientTimeout(total=60),
-    )
-
+from bench.loadgen.measure import Window, decode, encode, latencies, now, open_session
+from bench.stats import percentile
 
 # --- Sundial: enqueue ----------------------------------------------------------------------------
 
@@ -95,14 +45,14 @@ async def enqueue(spec: dict[str, Any]) -> dict[str, Any]:
                 counted += created
                 lat.append((t1 - t0) * 1000)
 
-    async with _session(spec, clients) as session:
+    async with open_session(spec, clients) as session:
         await asyncio.gather(*(client(session, n) for n in range(clients)))
     return {
         "messages": counted,
         "rate": counted / window.duration,
         "enqueued_total": acked_total,
         "errors": errors,
-        "latency_ms": {"enqueue": _lat(lat)},
+        "latency_ms": {"enqueue": latencies(lat)},
     }
 
 
@@ -188,7 +138,7 @@ async def process(spec: dict[str, Any]) -> dict[str, Any]:
 
     started = now()
     ran_out: list[float | None] = [None]
-    async with _session(spec, clients) as session:
+    async with open_session(spec, clients) as session:
         await asyncio.gather(*(client(session, n) for n in range(clients)))
     elapsed = now() - started
     measured = window.duration
@@ -204,7 +154,7 @@ async def process(spec: dict[str, Any]) -> dict[str, Any]:
         "errors": errors,
         "empty_dequeues": empty,
         "duplicates": duplicates,
-        "latency_ms": {"dequeue": _lat(lat_dequeue), "ack": _lat(lat_ack)},
+        "latency_ms": {"dequeue": latencies(lat_dequeue), "ack": latencies(lat_ack)},
     }
 
 
@@ -237,7 +187,7 @@ async def wake(spec: dict[str, Any]) -> dict[str, Any]:
                 ) as answer:
                     await answer.read()
 
-    async with _session(spec, spec["clients"]) as session:
+    async with open_session(spec, spec["clients"]) as session:
         tasks = [asyncio.create_task(consumer(session)) for _ in range(spec["clients"])]
         await asyncio.sleep(1.0)  # every consumer is waiting
         conn = await psycopg.AsyncConnection.connect(spec["dsn"])
@@ -265,37 +215,8 @@ async def wake(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "messages": len(lat),
         "missing": samples - len(lat),
-        "latency_ms": {"wake": _lat(lat)},
+        "latency_ms": {"wake": latencies(lat)},
     }
-
-
-async def notify_wake(spec: dict[str, Any]) -> dict[str, Any]:
-    """Raw PostgreSQL: LISTEN on one connection, NOTIFY + COMMIT on another, commit → callback."""
-    import asyncpg
-
-    listener = await asyncpg.connect(spec["dsn_uri"])
-    sender = await asyncpg.connect(spec["dsn_uri"])
-    got: dict[str, float] = {}
-    event = asyncio.Event()
-
-    def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        got[payload] = time.time()
-        event.set()
-
-    await listener.add_listener("bench_raw_wake", on_notify)
-    lat = []
-    for i in range(spec["samples"]):
-        event.clear()
-        await sender.execute(f"NOTIFY bench_raw_wake, 'n{i}'")
-        t = time.time()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), 2)
-        if f"n{i}" in got:
-            lat.append((got[f"n{i}"] - t) * 1000)
-        await asyncio.sleep(spec.get("interval", 0.02) * random.uniform(0.5, 1.5))
-    await listener.close()
-    await sender.close()
-    return {"messages": len(lat), "latency_ms": {"wake": _lat(lat)}}
 
 
 # --- Sundial: delayed messages -------------------------------------------------------------------
@@ -327,13 +248,13 @@ async def delays(spec: dict[str, Any]) -> dict[str, Any]:
                 data = await answer.read()
             completed += sum(1 for r in decode(data)["results"] if r["ok"])
 
-    async with _session(spec, spec["clients"]) as session:
+    async with open_session(spec, spec["clients"]) as session:
         await asyncio.gather(*(client(session) for _ in range(spec["clients"])))
     return {
         "messages": len(lateness),
         "completed_total": completed,
         "early": sum(1 for x in lateness if x < -5),
-        "latency_ms": {"lateness": _lat(lateness)},
+        "latency_ms": {"lateness": latencies(lateness)},
     }
 
 
@@ -384,7 +305,7 @@ async def soak(spec: dict[str, Any]) -> dict[str, Any]:
             latency_ms["ack"].append((now() - started) * 1000)
             completed += sum(1 for r in decode(data)["results"] if r["ok"])
 
-    async with _session(spec, clients + 2) as session:
+    async with open_session(spec, clients + 2) as session:
         await asyncio.gather(
             producer(session), producer(session), *(consumer(session) for _ in range(clients))
         )
@@ -400,168 +321,3 @@ async def soak(spec: dict[str, Any]) -> dict[str, Any]:
         "completed_total": completed,
         **percentiles,
     }
-
-
-# --- PgQueuer ------------------------------------------------------------------------------------
-
-
-async def pgq_enqueue(spec: dict[str, Any]) -> dict[str, Any]:
-    """PgQueuer's batch enqueue API (``Queries.enqueue`` with lists), one asyncpg connection per
-    client, back to back."""
-    import asyncpg
-    from pgqueuer import AsyncpgDriver, Queries
-
-    clients, batch = spec["clients"], spec["batch"]
-    window = Window(spec["warmup"], spec["duration"])
-    counted = 0
-    total = 0
-    lat: list[float] = []
-
-    async def client(n: int) -> None:
-        nonlocal counted, total
-        conn = await asyncpg.connect(spec["dsn_uri"])
-        queries = Queries(AsyncpgDriver(conn))
-        seq = 0
-        while not window.over():
-            payloads = [encode({"c": n, "i": seq + k}) for k in range(batch)]
-            seq += batch
-            t0 = now()
-            if batch == 1:
-                ids = await queries.enqueue("bench", payloads[0], 0)
-            else:
-                ids = await queries.enqueue(["bench"] * batch, payloads, [0] * batch)
-            t1 = now()
-            total += len(ids)
-            if window.inside(t0, t1):
-                counted += len(ids)
-                lat.append((t1 - t0) * 1000)
-        await conn.close()
-
-    await asyncio.gather(*(client(n) for n in range(clients)))
-    return {
-        "messages": counted,
-        "rate": counted / window.duration,
-        "enqueued_total": total,
-        "latency_ms": {"enqueue": _lat(lat)},
-    }
-
-
-async def _pgq_remaining(conn: Any) -> int:
-    return int(await conn.fetchval("SELECT count(*) FROM pgqueuer"))
-
-
-async def pgq_process(spec: dict[str, Any]) -> dict[str, Any]:
-    """PgQueuer's own consumer loop (``QueueManager.run``), ``clients`` managers in this
-    process, each on its own asyncpg connection, with a no-op entrypoint. Throughput is the
-    drop of the pgqueuer table (a job row is deleted when its completion is logged) over the
-    window, read on a separate connection."""
-    import asyncpg
-    from pgqueuer import AsyncpgDriver, Queries, QueueManager
-
-    clients, batch = spec["clients"], spec["batch"]
-    managers = []
-    for _ in range(clients):
-        conn = await asyncpg.connect(spec["dsn_uri"])
-        qm = QueueManager(Queries(AsyncpgDriver(conn)))
-
-        @qm.entrypoint("bench")
-        async def handler(job: Any) -> None:
-            return None
-
-        managers.append((qm, conn))
-    monitor = await asyncpg.connect(spec["dsn_uri"])
-    from datetime import timedelta
-
-    runs = [
-        asyncio.create_task(qm.run(batch_size=batch, dequeue_timeout=timedelta(seconds=1)))
-        for qm, _ in managers
-    ]
-    await asyncio.sleep(spec["warmup"])
-    before = await _pgq_remaining(monitor)
-    t0 = now()
-    after, t1 = before, t0
-    while now() < t0 + spec["duration"]:  # sample until the window ends or the backlog is gone
-        await asyncio.sleep(0.1)
-        after, t1 = await _pgq_remaining(monitor), now()
-        if after == 0:
-            break
-    for qm, _ in managers:
-        qm.shutdown.set()
-    await asyncio.gather(*runs, return_exceptions=True)
-    for _, conn in managers:
-        await conn.close()
-    remaining = await _pgq_remaining(monitor)
-    await monitor.close()
-    done = before - after
-    return {
-        "messages": done,
-        "rate": done / max(0.001, t1 - t0),
-        "measured_s": t1 - t0,
-        "remaining": remaining,
-        "ran_out": after == 0,
-    }
-
-
-async def pgq_wake(spec: dict[str, Any]) -> dict[str, Any]:
-    """PgQueuer: enqueue returns (committed) → the job's entrypoint starts, one consumer."""
-    import asyncpg
-    from pgqueuer import AsyncpgDriver, Queries, QueueManager
-
-    conn = await asyncpg.connect(spec["dsn_uri"])
-    qm = QueueManager(Queries(AsyncpgDriver(conn)))
-    started: dict[int, float] = {}
-    arrived = asyncio.Event()
-
-    @qm.entrypoint("bench_wake")
-    async def handler(job: Any) -> None:
-        started[int(job.id)] = time.time()
-        arrived.set()
-
-    run = asyncio.create_task(qm.run(batch_size=1, dequeue_timeout=timedelta_s(30)))
-    await asyncio.sleep(1.0)
-    producer = Queries(AsyncpgDriver(await asyncpg.connect(spec["dsn_uri"])))
-    committed: dict[int, float] = {}
-    for _ in range(spec["samples"]):
-        (jid,) = await producer.enqueue("bench_wake", b"{}", 0)
-        committed[int(jid)] = time.time()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(arrived.wait(), 2)
-        arrived.clear()
-        await asyncio.sleep(spec.get("interval", 0.02) * random.uniform(0.5, 1.5))
-    qm.shutdown.set()
-    await asyncio.gather(run, return_exceptions=True)
-    lat = [(started[k] - committed[k]) * 1000 for k in committed if k in started]
-    return {"messages": len(lat), "latency_ms": {"wake": _lat(lat)}}
-
-
-def timedelta_s(seconds: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=seconds)
-
-
-MODES: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
-    "enqueue": enqueue,
-    "process": process,
-    "wake": wake,
-    "notify_wake": notify_wake,
-    "delays": delays,
-    "soak": soak,
-    "pgq_enqueue": pgq_enqueue,
-    "pgq_process": pgq_process,
-    "pgq_wake": pgq_wake,
-}
-
-
-def main() -> None:
-    spec = json.loads(sys.stdin.read())
-    import uvloop
-
-    result = uvloop.run(MODES[spec["mode"]](spec))
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result["loadgen_self_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
-    sys.stdout.write(json.dumps(result))
-
-
-if __name__ == "__main__":
-    main()
