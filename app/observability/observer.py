@@ -58,7 +58,7 @@ class QueueLabels:
 
 
 class MetricsObserver:
-    """Implements :class:`app.core.service.Observer` with Prometheus counters."""
+    """Implements :class:`app.core.service.observer.Observer` with Prometheus counters."""
 
     def __init__(self, labels: QueueLabels | None = None) -> None:
         self.labels = labels or QueueLabels()
