@@ -21,7 +21,7 @@ import asyncio
 
 from litestar.types import Receive
 
-from app.api.schemas import Dequeue
+from app.api.schemas.consuming import Dequeue
 from app.core import validation
 from app.core.models import LeasedMessage
 from app.core.service import QueueService

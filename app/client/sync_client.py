@@ -8,6 +8,9 @@ close the client, or use it as a context manager, when done. Failed requests are
 ``async_client.py`` (:class:`AsyncClient`, for asyncio) is the source. ``sync_client.py``
 (:class:`Client`, blocking) is generated from it by ``scripts/generate_sync_client.py``
 (unasync: ``async``/``await`` removed, a few names swapped): edit the asyncio one, then run it.
+
+One module though over 400 lines: one class whose methods each send one call built by
+:mod:`app.client.calls`, and the single input the generator turns into the blocking client.
 """
 
 from __future__ import annotations

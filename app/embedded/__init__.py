@@ -5,7 +5,8 @@ when no database URL is configured.
 """
 
 from app.embedded.binaries import PostgresNotFound, find_postgres_bindir, has_server_binaries
-from app.embedded.cluster import ClusterError, LocalCluster
+from app.embedded.cluster import LocalCluster
+from app.embedded.errors import ClusterError
 from app.embedded.privileges import (
     PgAccount,
     PrivilegeError,

@@ -20,23 +20,17 @@ Durability is a product guarantee: ``fsync``, ``synchronous_commit`` and
 ``full_page_writes`` are always on for this cluster.
 
 When the process is root, every PostgreSQL program is run as an unprivileged
-user (see :mod:`app.embedded.privileges`).
+user (see :mod:`app.embedded.privileges`). The programs themselves (initdb, pg_ctl) are run by
+:mod:`app.embedded.datadir`; this module decides where, on which port and with what settings.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import json
 import logging
 import os
 import shlex
-import shutil
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -44,14 +38,17 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from sqlalchemy.engine import URL
 
-from app.embedded.privileges import PgAccount, prepare_owned_dir, run_as
+from app.embedded.datadir import DataDirectory
+from app.embedded.errors import ClusterError
+from app.embedded.locks import directory_lock
+from app.embedded.ports import HOST, free_port, port_is_free
+from app.embedded.privileges import prepare_owned_dir
 from app.embedded.programs import ServerPrograms
 
-__all__ = ["HOST", "STOP_MODES", "ClusterError", "LocalCluster"]
+__all__ = ["STOP_MODES", "LocalCluster"]
 
 logger = logging.getLogger("sundial.embedded")
 
-HOST = "127.0.0.1"
 STOP_MODES = frozenset({"smart", "fast", "immediate"})
 
 SERVER_SETTINGS: dict[str, str] = {
@@ -65,17 +62,9 @@ SERVER_SETTINGS: dict[str, str] = {
 }
 """Settings passed with ``-c`` on every start (besides port and socket directory)."""
 
-_LOCALES = ("C.UTF-8", "C")
 _SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-_LOG_TAIL_LINES = 40
-_COMMAND_GRACE = 30.0  # extra seconds for a pg_ctl call beyond its own -t timeout
 _STATE_VERSION = 1
-_PROC = Path("/proc")
 _CONNECT_RETRY_PAUSE = 0.1
-
-
-class ClusterError(RuntimeError):
-    """Raised when the embedded cluster cannot be initialised, started or stopped."""
 
 
 class LocalCluster:
@@ -111,6 +100,13 @@ class LocalCluster:
         self._port: int | None = port
         self.database = database
         self.user = user
+        self._pgdata = DataDirectory(
+            self.data_dir,
+            workdir=self._base_dir,
+            log_file=self.log_file,
+            programs=self._programs,
+            user=user,
+        )
 
     # ------------------------------------------------------------------ paths
 
@@ -137,10 +133,6 @@ class LocalCluster:
     @property
     def _state_file(self) -> Path:
         return self._base_dir / "cluster.json"
-
-    @property
-    def _lock_file(self) -> Path:
-        return self._base_dir / ".lock"
 
     # ------------------------------------------------------------- connection
 
@@ -213,7 +205,7 @@ class LocalCluster:
             ClusterError: initdb failed or the data directory is unusable.
             PostgresNotFound: The PostgreSQL binaries are not installed.
         """
-        with self._locked():
+        with directory_lock(self._base_dir, log_wait=True):
             self._ensure_initialized_locked()
 
     def start(self, timeout: float = 30) -> None:
@@ -229,7 +221,7 @@ class LocalCluster:
         Raises:
             ClusterError: The server did not start; the message has the log tail.
         """
-        with self._locked():
+        with directory_lock(self._base_dir, log_wait=True):
             self._start_locked(timeout)
 
     def stop(self, mode: str = "fast", timeout: float = 60) -> None:
@@ -246,8 +238,8 @@ class LocalCluster:
         _check_mode(mode)
         if not self._base_dir.exists():
             return
-        with self._locked():
-            self._stop_locked(mode, timeout)
+        with directory_lock(self._base_dir, log_wait=True):
+            self._pgdata.stop(mode, timeout)
 
     def restart(self, mode: str = "fast", timeout: float = 60) -> None:
         """Stop the server with ``mode`` (if running), then start it.
@@ -260,153 +252,53 @@ class LocalCluster:
             ClusterError: Unknown mode, or stopping/starting failed.
         """
         _check_mode(mode)
-        with self._locked():
-            self._stop_locked(mode, timeout)
+        with directory_lock(self._base_dir, log_wait=True):
+            self._pgdata.stop(mode, timeout)
             self._start_locked(timeout)
 
     def is_running(self) -> bool:
-        """Tell whether a server is running on this data directory.
-
-        On Linux the process named in ``postmaster.pid`` must exist, not be a
-        zombie and have this data directory as its working directory, so a
-        recycled pid is not mistaken for our server. Elsewhere ``pg_ctl status``
-        decides.
+        """Tell whether a server is running on this data directory (a recycled pid is not
+        mistaken for it: :meth:`app.embedded.datadir.DataDirectory.is_running`).
 
         Returns:
             True if the postmaster is alive.
         """
-        pid = self._postmaster_pid()
-        if pid is None:
-            return False
-        if not _PROC.is_dir():
-            return self._pg_ctl("status", timeout=_COMMAND_GRACE).returncode == 0
-        return self._is_our_postmaster(pid)
+        return self._pgdata.is_running()
 
     # --------------------------------------------------------------- helpers
 
-    def _account_(self) -> PgAccount:
-        return self._programs.account
-
-    def _bindir_(self) -> Path:
-        return self._programs.bindir
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self._base_dir.mkdir(parents=True, exist_ok=True)
-        with self._lock_file.open("a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                logger.info("waiting for another process using %s", self._base_dir)
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def _ensure_initialized_locked(self) -> None:
-        account = self._account_()
+        account = self._programs.account
         prepare_owned_dir(self.run_dir, account)
-        if not (self.data_dir / "PG_VERSION").exists():
-            self._initdb(account)
+        if not self._pgdata.exists():
+            self._pgdata.initdb(account)
         prepare_owned_dir(self.data_dir, account)
         if self._port is None:
             self._port = self._read_state_port() or free_port()
         self._write_state(self._port)
 
-    def _initdb(self, account: PgAccount) -> None:
-        """Run initdb into a scratch directory and rename it into place.
-
-        The rename makes a half-done initdb (e.g. killed) harmless: it is redone.
-        """
-        if self.data_dir.exists():
-            if any(self.data_dir.iterdir()):
-                raise ClusterError(
-                    f"{self.data_dir} exists but is not a PostgreSQL data directory "
-                    "(no PG_VERSION); move it away or choose another directory"
-                )
-            self.data_dir.rmdir()
-        scratch = self._base_dir / "pgdata.initdb"
-        last_error = ""
-        for locale in _LOCALES:
-            shutil.rmtree(scratch, ignore_errors=True)
-            prepare_owned_dir(scratch, account)
-            result = run_as(
-                account,
-                self._initdb_argv(scratch, locale),
-                cwd=self._base_dir,
-                timeout=300,
-            )
-            if result.returncode == 0:
-                scratch.rename(self.data_dir)
-                logger.info(
-                    "initialised PostgreSQL cluster in %s (locale %s)", self.data_dir, locale
-                )
-                return
-            last_error = (result.stderr or result.stdout).strip()
-            if "locale" not in last_error.lower():
-                break
-            logger.info("initdb with locale %s failed, trying the next one", locale)
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise ClusterError(f"initdb failed for {self.data_dir}:\n{last_error}")
-
-    def _initdb_argv(self, data_dir: Path, locale: str) -> list[str]:
-        return [
-            str(self._bindir_() / "initdb"),
-            "-D",
-            str(data_dir),
-            "-U",
-            self.user,
-            "-E",
-            "UTF8",
-            f"--locale={locale}",
-            "--auth=trust",
-            "--no-instructions",
-        ]
-
     def _start_locked(self, timeout: float) -> None:
         self._ensure_initialized_locked()
         if self.is_running():
-            self._port = self._running_port() or self.port
+            self._port = self._pgdata.running_port() or self.port
             self._write_state(self._port)
             logger.debug("PostgreSQL in %s is already running", self.data_dir)
         else:
-            self._remove_stale_lock_files()
+            self._pgdata.remove_stale_lock_files(self.run_dir)
             self._port = self._port_for_start()
             self._write_state(self._port)
-            self._pg_ctl_start(self._port, timeout)
+            self._pgdata.start(self._port, self._server_options(self._port), timeout)
         self._ensure_database(timeout)
 
     def _port_for_start(self) -> int:
         port = self.port
-        if _port_is_free(port):
+        if port_is_free(port):
             return port
         if self._requested_port is not None:
             raise ClusterError(f"port {port} on {HOST} is in use by another program")
         new_port = free_port()
         logger.warning("port %d is in use by another program; using port %d", port, new_port)
         return new_port
-
-    def _pg_ctl_start(self, port: int, timeout: float) -> None:
-        seconds = max(1, round(timeout))
-        result = self._pg_ctl(
-            "start",
-            "-w",
-            "-t",
-            str(seconds),
-            "-l",
-            str(self.log_file),
-            "-o",
-            self._server_options(port),
-            timeout=seconds + _COMMAND_GRACE,
-        )
-        if result.returncode != 0:
-            output = (result.stdout + result.stderr).strip()
-            raise ClusterError(
-                f"PostgreSQL in {self.data_dir} did not start (pg_ctl exit {result.returncode}):"
-                f"\n{output}\n--- last lines of {self.log_file} ---\n{self._log_tail()}"
-            )
-        logger.info("PostgreSQL started on %s:%d (data in %s)", HOST, port, self.data_dir)
 
     def _server_options(self, port: int) -> str:
         """Return the postgres options for ``pg_ctl -o`` (a shell-quoted string)."""
@@ -434,25 +326,6 @@ class LocalCluster:
             )
             return {"unix_socket_directories": ""}
         return {"unix_socket_directories": str(socket_dir)}
-
-    def _stop_locked(self, mode: str, timeout: float) -> None:
-        if not self.is_running():
-            return
-        seconds = max(1, round(timeout))
-        result = self._pg_ctl(
-            "stop", "-m", mode, "-w", "-t", str(seconds), timeout=seconds + _COMMAND_GRACE
-        )
-        if result.returncode != 0:
-            output = (result.stdout + result.stderr).strip()
-            raise ClusterError(
-                f"PostgreSQL in {self.data_dir} did not stop (mode {mode}):\n{output}\n"
-                f"--- last lines of {self.log_file} ---\n{self._log_tail()}"
-            )
-        logger.info("PostgreSQL in %s stopped (mode %s)", self.data_dir, mode)
-
-    def _pg_ctl(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        argv = [str(self._bindir_() / "pg_ctl"), *args, "-D", str(self.data_dir)]
-        return run_as(self._account_(), argv, cwd=self._base_dir, timeout=timeout)
 
     def _ensure_database(self, timeout: float) -> None:
         with self._connect_admin(timeout) as conn:
@@ -485,52 +358,9 @@ class LocalCluster:
                     raise ClusterError(
                         f"PostgreSQL in {self.data_dir} is running but does not accept "
                         f"connections on {HOST}:{self.port}: {exc}\n"
-                        f"--- last lines of {self.log_file} ---\n{self._log_tail()}"
+                        f"--- last lines of {self.log_file} ---\n{self._pgdata.log_tail()}"
                     ) from exc
                 time.sleep(_CONNECT_RETRY_PAUSE)
-
-    def _postmaster_pid(self) -> int | None:
-        """Return the pid in ``postmaster.pid``, if there is one."""
-        return _read_pid(self.data_dir / "postmaster.pid")
-
-    def _is_our_postmaster(self, pid: int) -> bool:
-        """Tell whether ``pid`` is a live process working in our data directory.
-
-        The postmaster changes into its data directory at startup; a zombie or a
-        process of someone else has no readable matching ``cwd``.
-        """
-        try:
-            cwd = os.readlink(_PROC / str(pid) / "cwd")
-        except OSError:
-            return False
-        return Path(cwd) == self.data_dir.resolve()
-
-    def _remove_stale_lock_files(self) -> None:
-        """Delete lock files left by a killed server.
-
-        ``postmaster.pid`` and the socket lock ``run/.s.PGSQL.<port>.lock`` name
-        the server pid. PostgreSQL ignores them when that pid is dead, but not
-        when it is a zombie (unreaped by a container's init) or was recycled by
-        another process of the same user. Removing them is safe once our server is
-        known not to run: the server's shared-memory interlock still refuses to
-        start while processes of the old server are alive.
-        """
-        if not _PROC.is_dir():
-            return
-        for lock_file in [self.data_dir / "postmaster.pid", *self.run_dir.glob(".s.PGSQL.*.lock")]:
-            pid = _read_pid(lock_file)
-            if pid is None or self._is_our_postmaster(pid):
-                continue
-            logger.warning("removing stale %s (server pid %d is not running)", lock_file, pid)
-            lock_file.unlink(missing_ok=True)
-
-    def _running_port(self) -> int | None:
-        """Return the port recorded in ``postmaster.pid`` (4th line), if readable."""
-        try:
-            lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
-            return int(lines[3])
-        except (OSError, IndexError, ValueError):
-            return None
 
     def _read_state_port(self) -> int | None:
         try:
@@ -550,43 +380,7 @@ class LocalCluster:
         tmp.write_text(json.dumps({"version": _STATE_VERSION, "port": port}) + "\n")
         tmp.replace(self._state_file)
 
-    def _log_tail(self) -> str:
-        try:
-            lines = self.log_file.read_text(errors="replace").splitlines()
-        except OSError as exc:
-            return f"(log unavailable: {exc})"
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
-
 
 def _check_mode(mode: str) -> None:
     if mode not in STOP_MODES:
         raise ClusterError(f"unknown stop mode {mode!r}; use one of {sorted(STOP_MODES)}")
-
-
-def _read_pid(lock_file: Path) -> int | None:
-    """Return the pid on the first line of a PostgreSQL lock file, if readable."""
-    try:
-        return int(lock_file.read_text().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _port_is_free(port: int) -> bool:
-    """Tell whether PostgreSQL could listen on ``port`` (it uses SO_REUSEADDR too)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return False
-            raise
-    return True

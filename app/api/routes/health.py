@@ -8,7 +8,7 @@ import logging
 from litestar import get
 from sqlalchemy import exc as sa_exc
 
-from app.api.schemas import Health, Ready
+from app.api.schemas.health import Health, Ready
 from app.core.errors import UnavailableError
 from app.web.errors import error_specs
 from app.web.runtime import AnyRequest, Runtime, runtime

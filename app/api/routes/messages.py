@@ -13,17 +13,10 @@ from app.api.auth import require_namespace
 from app.api.body import read
 from app.api.openapi import SECURITY, with_body
 from app.api.query import message_filter
-from app.api.schemas import (
-    Ack,
-    AckOut,
+from app.api.schemas.consuming import Dequeue, DequeueOut
+from app.api.schemas.leases import Ack, AckOut, Complete, Extend, Fail
+from app.api.schemas.messages import (
     Cancel,
-    Complete,
-    Dequeue,
-    DequeueOut,
-    Enqueue,
-    EnqueueOut,
-    Extend,
-    Fail,
     MessageOut,
     MessagePageOut,
     MessagePatch,
@@ -31,6 +24,7 @@ from app.api.schemas import (
     Requeued,
     RequeueDeadLetters,
 )
+from app.api.schemas.producing import Enqueue, EnqueueOut
 from app.web.errors import error_specs
 from app.web.runtime import AnyRequest, PathStr, runtime, service
 

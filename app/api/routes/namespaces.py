@@ -7,7 +7,7 @@ from litestar import Router, delete, get, post
 from app.api.auth import require_admin
 from app.api.body import read
 from app.api.openapi import SECURITY, with_body
-from app.api.schemas import NamespaceCreate, NamespaceList, NamespaceOut
+from app.api.schemas.namespaces import NamespaceCreate, NamespaceList, NamespaceOut
 from app.web.errors import error_specs
 from app.web.runtime import AnyRequest, PathStr, service
 

@@ -8,7 +8,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from app.api.auth import require_namespace
 from app.api.body import read
 from app.api.openapi import SECURITY, with_body
-from app.api.schemas import (
+from app.api.schemas.queues import (
     Purge,
     Purged,
     QueueDetailOut,

@@ -7,7 +7,7 @@ from litestar import Router, delete, get, post
 from app.api.auth import require_admin
 from app.api.body import read
 from app.api.openapi import SECURITY, with_body
-from app.api.schemas import IssuedTokenOut, TokenIssue, TokenList, TokenOut
+from app.api.schemas.tokens import IssuedTokenOut, TokenIssue, TokenList, TokenOut
 from app.web.errors import error_specs
 from app.web.runtime import AnyRequest, PathStr, service
 

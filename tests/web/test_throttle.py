@@ -19,10 +19,10 @@ from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.bootstrap.server import create_app
-from app.web.throttle import UNKNOWN_ADDRESS, client_address
 from app.config import Settings
 from app.core.models import Principal
 from app.dashboard.security import SESSION_COOKIE
+from app.web.throttle import UNKNOWN_ADDRESS, client_address
 from tests.api.conftest import assert_error, make_settings, serve
 from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.conftest import Browser, csrf_of

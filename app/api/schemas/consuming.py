@@ -1,0 +1,58 @@
+"""The bodies of dequeue: what a consumer asks for, and the messages it leases."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+from msgspec import Raw
+
+from app.api.schemas.common import In, Out
+from app.core.models import LeasedMessage
+
+
+class Dequeue(In):
+    """``POST …/dequeue``."""
+
+    count: int = 1
+    lease_seconds: int | None = None
+    wait_seconds: int = 0
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class LeasedOut(Out):
+    """A message handed out by dequeue, with its lease."""
+
+    id: str
+    lease_id: str
+    lease_expires_at: datetime
+    attempt: int
+    priority: int
+    payload: Raw
+    metadata: dict[str, str]
+    enqueued_at: datetime
+
+
+class DequeueOut(Out):
+    """The answer to a dequeue (possibly empty)."""
+
+    messages: list[LeasedOut]
+
+    @classmethod
+    def of(cls, leased: list[LeasedMessage]) -> DequeueOut:
+        """From the core's leased messages."""
+        return cls(
+            [
+                LeasedOut(
+                    m.id,
+                    m.lease_id,
+                    m.lease_expires_at,
+                    m.attempt,
+                    m.priority,
+                    Raw(m.payload),
+                    m.metadata,
+                    m.enqueued_at,
+                )
+                for m in leased
+            ]
+        )

@@ -1,0 +1,70 @@
+"""The bodies of enqueue: a batch of new messages, and what enqueue did with each."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
+
+from app.api.schemas.common import In, Out, payload_bytes
+from app.core.models import EnqueueOutcome, NewMessage
+
+
+class NewMessageIn(In):
+    """One message of an enqueue batch."""
+
+    id: str | None = None
+    priority: int | None = None
+    payload: Raw | UnsetType = UNSET
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    delay_seconds: int | None = None
+    visible_at: datetime | None = None
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    ttl_seconds: int | None = None
+    expires_at: datetime | None = None
+
+    def to_model(self) -> NewMessage:
+        """As the core's new message."""
+        return NewMessage(
+            id=self.id,
+            priority=self.priority,
+            payload=payload_bytes(self.payload),
+            metadata=self.metadata,
+            delay_seconds=self.delay_seconds,
+            visible_at=self.visible_at,
+            max_attempts=self.max_attempts,
+            lease_seconds=self.lease_seconds,
+            ttl_seconds=self.ttl_seconds,
+            expires_at=self.expires_at,
+        )
+
+
+class Enqueue(In):
+    """``POST …/messages``: 1 to 1000 messages, all or nothing."""
+
+    messages: list[NewMessageIn]
+
+    def to_models(self) -> list[NewMessage]:
+        """As the core's new messages."""
+        return [m.to_model() for m in self.messages]
+
+
+class EnqueuedOut(Out):
+    """What enqueue did with one message."""
+
+    id: str
+    state: str
+    created: bool
+
+
+class EnqueueOut(Out):
+    """The answer to an enqueue, in request order."""
+
+    messages: list[EnqueuedOut]
+
+    @classmethod
+    def of(cls, outcomes: list[EnqueueOutcome]) -> EnqueueOut:
+        """From the core's outcomes."""
+        return cls([EnqueuedOut(o.id, o.state, o.created) for o in outcomes])
