@@ -17,7 +17,8 @@ from app.core.errors import ConflictError
 from app.core.models import Queue, QueueConfig
 from app.core.service import QueueService
 from app.core.states import Event
-from app.store import queries
+from app.store.sql.guards import from_states
+from app.store.sql.scheduler import MESSAGES_RELEASE_IF_LEASE_EXPIRED
 
 # Columns of ``messages`` whose timestamps the helpers may shift.
 _TIMESTAMP_COLUMNS = frozenset(
@@ -127,9 +128,9 @@ async def make_due(
 
 async def release_expired(engine: AsyncEngine, batch: int = 1000) -> int:
     """Run the scheduler's release of expired leases once; returns how many were released."""
-    params = {"from_states": queries.from_states(Event.LEASE_EXPIRE), "batch": batch}
+    params = {"from_states": from_states(Event.LEASE_EXPIRE), "batch": batch}
     async with engine.begin() as conn:
-        rows = (await conn.execute(queries.MESSAGES_RELEASE_EXPIRED, params)).mappings().all()
+        rows = (await conn.execute(MESSAGES_RELEASE_IF_LEASE_EXPIRED, params)).mappings().all()
     return sum(row["n"] for row in rows)
 
 

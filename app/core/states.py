@@ -2,27 +2,39 @@
 
 ::
 
-                 visible_at reached
-    invisible ─────────────────────────► pending ◄───────────────┐
-        ▲  │                              │  ▲                    │ fail / lease expiry
-        │  │ cancel / expires_at          │  │ fail / lease       │ (attempts remain,
-        │  ▼                      dequeue │  │ expiry, no delay   │  retry delay > 0
-        │ canceled ◄──────────────┐       ▼  │                    │  goes to invisible)
-        │                         └──── running ──► completed     │
-        │   requeue (dead letter)         │  ▲ extend             │
-        └─────────────────────────────────┼──┘                    │
-                                          ▼                       │
-                                       errored ───── requeue ─────┘
+                   visible_at reached
+    invisible ────────┬─────────────────────► pending
+     │  ▲             │                        │   ▲
+     │  │             │ dequeue, once due      │   │ fail / lease expiry with attempts left,
+     │  │             │                        │   │ no retry delay
+     │  │             │                dequeue │   │
+     │  │             │                        │   │
+     │  │             │                        ▼   │    complete
+     │  │             └─────────────────────► running ───────────► completed
+     │  │                                     │  │ │▲
+     │  │ fail / lease expiry with attempts   │  │ └┘ extend
+     │  └─────────────────────────────────────┼──┘
+     │    left and a retry delay              │ fail / lease expiry,
+     ▼ cancel / expires_at                    ▼ attempts used up
+    canceled (from any live state)          errored
 
-Every state change in the store is a single guarded ``UPDATE … WHERE state = ANY(:from)``
-whose ``:from`` comes from :func:`allowed_from`, so the SQL guard and this table cannot drift.
-Where a transition has several possible targets (fail: retry or dead-letter), the statement
-chooses among :func:`targets` of the event with the rule documented on that event.
+    requeue: errored / canceled ──► pending, or invisible with a delay (attempts reset)
+    update:  invisible ◄──► pending, as visible_at changes
+
+Every state change in the store is a single guarded statement. Most guard with
+``WHERE state = ANY(:from)``, whose ``:from`` comes from :func:`allowed_from`; the claim names its
+sources as literals, rendered from :data:`CLAIM` when its SQL is built, because PostgreSQL uses
+a partial index (``WHERE state = 'pending'``) only for a literal. So the SQL guards and this table
+cannot drift. Where a transition has several possible targets (fail: retry or dead-letter), the
+statement chooses among :func:`targets` of the event by the rule of :func:`retry_target` and
+:func:`backoff_seconds`; a test runs those statements and holds them to these functions.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 
 class State(StrEnum):
@@ -65,7 +77,8 @@ class Event(StrEnum):
     PROMOTE = "promote"
     """``visible_at`` is reached (scheduler, or a dequeue that finds it due)."""
     DEQUEUE = "dequeue"
-    """A consumer is granted a lease: ``attempts += 1`` and a new ``lease_id``."""
+    """The claim: a consumer is granted a lease (``attempts += 1``, a new ``lease_id``) on a
+    pending message, or on an invisible one whose ``visible_at`` has passed (see :data:`CLAIM`)."""
     EXTEND = "extend"
     """The lease holder pushes ``lease_expires_at`` forward (heartbeat)."""
     COMPLETE = "complete"
@@ -84,11 +97,32 @@ class Event(StrEnum):
     """A client changes priority, payload, metadata or ``visible_at`` of a waiting message."""
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The states of the claim (``Event.DEQUEUE``), which reads its two sources separately."""
+
+    ready: State
+    """Claimed as it is, best ``(priority, seq)`` first."""
+    due: State
+    """Claimed once its ``visible_at`` has passed: a message that ``Event.PROMOTE`` would make
+    ready and the scheduler has not yet; the claim promotes and leases it in one step, so that it
+    never waits for the scheduler's tick."""
+    leased: State
+    """What the claim makes of both."""
+
+
+CLAIM: Final = Claim(ready=State.PENDING, due=State.INVISIBLE, leased=State.RUNNING)
+"""The claim's sources and target; the claim's SQL is rendered from these (``app/store/sql``)."""
+
+
 # (event, from-state) -> the states the message may move to. Every transition the server makes
-# is listed here; the store takes its WHERE guards from this table.
+# is listed here; the store takes its WHERE guards from this table (the claim's from CLAIM).
 TRANSITIONS: dict[Event, dict[State, frozenset[State]]] = {
     Event.PROMOTE: {State.INVISIBLE: frozenset({State.PENDING})},
-    Event.DEQUEUE: {State.PENDING: frozenset({State.RUNNING})},
+    Event.DEQUEUE: {
+        CLAIM.ready: frozenset({CLAIM.leased}),
+        CLAIM.due: frozenset({CLAIM.leased}),  # once visible_at has passed
+    },
     Event.EXTEND: {State.RUNNING: frozenset({State.RUNNING})},
     Event.COMPLETE: {State.RUNNING: frozenset({State.COMPLETED})},
     Event.FAIL: {State.RUNNING: frozenset({State.PENDING, State.INVISIBLE, State.ERRORED})},
@@ -144,7 +178,8 @@ def targets(state: State, event: Event) -> frozenset[State]:
 
 
 def retry_target(*, attempts: int, max_attempts: int, delay_seconds: float) -> State:
-    """Where a failed or lease-expired attempt goes (the rule of FAIL and LEASE_EXPIRE).
+    """Where a failed or lease-expired attempt goes (the rule of FAIL and LEASE_EXPIRE, which
+    the store's statements apply in SQL; tests/store/test_retry_rule.py holds them to this).
 
     Args:
         attempts: leases granted so far, including the one that just failed.
@@ -160,7 +195,8 @@ def backoff_seconds(*, attempt: int, base_seconds: int, cap_seconds: int) -> int
     """The retry delay after failed attempt number ``attempt`` (1-based).
 
     The delay doubles per attempt: ``base * 2**(attempt-1)``, capped at ``cap_seconds``.
-    The store computes the same formula in SQL; a test checks the two agree.
+    The store computes the same formula in SQL (``sundial_retry_delay``); tests check that the
+    two agree, and that the fail and lease-expiry statements apply it.
     """
     if base_seconds <= 0:
         return 0

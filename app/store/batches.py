@@ -1,7 +1,7 @@
 """The inputs of the batch statements, as the JSON documents they bind.
 
 A batch enqueue and a batch acknowledgement bind one JSON array of row objects, which the SQL
-reads with ``json_to_recordset`` (see :mod:`app.store.queries`), rather than one array per
+reads with ``json_to_recordset`` (see :mod:`app.store.sql`), rather than one array per
 column: psycopg dumps a list element by element in Python, which made a 100-message enqueue
 spend 1.3 ms of server CPU in the driver alone; msgspec encodes the same rows as one document in
 a tenth of that, and PostgreSQL parses it faster than eleven arrays of text. Keys that would be

@@ -18,7 +18,7 @@ The cache only keeps what may still be useful:
   guessing secrets cannot fill the cache, and a queue created elsewhere is usable at once.
 
 Message state is never cached; every guarantee about messages rests on the statements of
-:mod:`app.store.queries` alone.
+:mod:`app.store.sql` alone.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.states import Event
-from app.store import queries
+from app.store.sql import listeners, scheduler
+from app.store.sql.guards import from_states
 
 log = logging.getLogger("sundial.scheduler")
 
@@ -66,7 +67,7 @@ async def _repeat(conn: AsyncConnection, stmt: TextClause, params: dict[str, obj
 async def promote_due(conn: AsyncConnection) -> int:
     """invisible -> pending for every message whose ``visible_at`` has passed."""
     return await _repeat(
-        conn, queries.MESSAGES_PROMOTE_DUE, {"from_states": queries.from_states(Event.PROMOTE)}
+        conn, scheduler.MESSAGES_PROMOTE_IF_DUE, {"from_states": from_states(Event.PROMOTE)}
     )
 
 
@@ -74,15 +75,15 @@ async def release_expired_leases(conn: AsyncConnection) -> int:
     """running -> pending/invisible/errored for every lease past ``lease_expires_at``."""
     return await _repeat(
         conn,
-        queries.MESSAGES_RELEASE_EXPIRED,
-        {"from_states": queries.from_states(Event.LEASE_EXPIRE)},
+        scheduler.MESSAGES_RELEASE_IF_LEASE_EXPIRED,
+        {"from_states": from_states(Event.LEASE_EXPIRE)},
     )
 
 
 async def expire_messages(conn: AsyncConnection) -> int:
     """live -> canceled (``last_error = 'expired'``) for every message past ``expires_at``."""
     return await _repeat(
-        conn, queries.MESSAGES_EXPIRE, {"from_states": queries.from_states(Event.EXPIRE)}
+        conn, scheduler.MESSAGES_CANCEL_IF_EXPIRED, {"from_states": from_states(Event.EXPIRE)}
     )
 
 
@@ -112,7 +113,7 @@ async def ensure_history_partitions(conn: AsyncConnection, days: set[date]) -> s
     most ``PARTITION_LOCK_TIMEOUT_MS``. A name still taken by a table that a prune detached and
     has not dropped yet is tried again later too.
     """
-    existing = {row.relname for row in await conn.execute(queries.HISTORY_PARTITIONS)}
+    existing = {row.relname for row in await conn.execute(scheduler.HISTORY_PARTITIONS)}
     await conn.commit()
     missing = set()
     for day in sorted(days):
@@ -149,20 +150,20 @@ async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
     today, so the insert never finds its partition missing; when one cannot be made now, the
     rest waits for the next cleanup.
     """
-    today = (await conn.execute(queries.DATABASE_TODAY)).scalar_one()
+    today = (await conn.execute(scheduler.DATABASE_TODAY)).scalar_one()
     await conn.commit()
     await ensure_history_partitions(conn, {today + timedelta(days=n) for n in range(days_ahead)})
     moved = 0
     while True:
         days = {
-            row.day for row in await conn.execute(queries.MESSAGES_ARCHIVE_DAYS, {"batch": BATCH})
+            row.day for row in await conn.execute(scheduler.MESSAGES_ARCHIVE_DAYS, {"batch": BATCH})
         }
         await conn.commit()
         if not days:
             return moved
         if await ensure_history_partitions(conn, days):
             return moved  # the next cleanup archives the rest
-        result = await conn.execute(queries.MESSAGES_ARCHIVE, {"batch": BATCH})
+        result = await conn.execute(scheduler.MESSAGES_ARCHIVE_PAST_RETENTION, {"batch": BATCH})
         await conn.commit()
         moved += result.rowcount
         if result.rowcount < BATCH:
@@ -171,7 +172,7 @@ async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
 
 async def prune_listeners(conn: AsyncConnection) -> int:
     """Forget notification registrations of LISTEN connections that no longer exist."""
-    result = await conn.execute(queries.LISTENERS_PRUNE)
+    result = await conn.execute(listeners.LISTENERS_PRUNE)
     await conn.commit()
     return result.rowcount
 
@@ -186,10 +187,10 @@ async def analyze_if_stale(conn: AsyncConnection) -> bool:
     but only after its naptime (a minute by default). ``SKIP_LOCKED``: never wait behind a
     vacuum; the next check tries again. Returns whether it analyzed.
     """
-    stale = (await conn.execute(queries.MESSAGES_STATISTICS_STALE)).scalar()
+    stale = (await conn.execute(scheduler.MESSAGES_STATISTICS_STALE)).scalar()
     await conn.commit()
     if not stale:
         return False
-    await conn.execute(queries.MESSAGES_ANALYZE)
+    await conn.execute(scheduler.MESSAGES_ANALYZE)
     await conn.commit()
     return True

@@ -1,6 +1,6 @@
 """The schema as SQLAlchemy metadata: the reference that ``alembic check`` compares migrations
 against. Tables are created only by the revisions in ``migrations/``; hot-path statements live
-in :mod:`app.store.queries` as SQL.
+in :mod:`app.store.sql` as SQL.
 
 Storage parameters (fillfactor, per-table autovacuum) and the history partitions are set by the
 migrations and the scheduler; SQLAlchemy does not model them.
@@ -287,7 +287,7 @@ report_hourly = sa.Table(
 
 # The catalogue's version (migration 0006, docs/adr/0011-catalogue-version.md): one row, counted
 # up by triggers on every change to namespaces, tokens and queues; a request's statements check
-# that it has not moved since they looked those up (queries.CATALOGUE_IS_CURRENT).
+# that it has not moved since they looked those up (sql.guards.CATALOGUE_IS_CURRENT).
 catalogue_version = sa.Table(
     "catalogue_version",
     metadata,

@@ -25,7 +25,7 @@ from app.core.errors import LeaseMismatchError
 from app.core.models import LeaseRef, NewMessage, Queue
 from app.core.service import QueueService
 from app.core.states import State
-from app.store import queries
+from app.store.sql.claim import messages_claim
 from tests.helpers import (
     expire_leases,
     fetch,
@@ -315,7 +315,7 @@ async def test_detector_finds_overlaps_without_index_and_guard(
             "valid_until": None,
         }
         async with engine.begin() as conn:
-            rows = (await conn.execute(queries.messages_dequeue(count=count), params)).all()
+            rows = (await conn.execute(messages_claim(count=count), params)).all()
         return [Claimed(r.id, r.lease_id, r.metadata["project"]) for r in rows]
 
     run = await run_exclusive_consumers(

@@ -5,7 +5,7 @@ A checker that never fires proves nothing. Here each one is fed synthetic histor
 message...) and sound (the same history with the fault removed, and the tricky cases a naive
 checker would flag). Then the system is broken for real in a throwaway database: with the
 partial unique index ``messages_running_exclusive_uidx`` dropped, two consumers claim from an
-exclusive queue through the unguarded simple claim (``queries.messages_dequeue``) and the
+exclusive queue through the unguarded simple claim (``messages_claim``) and the
 exclusivity checker and the live watcher both fire — while the same consumers with the index in
 place are refused and nothing fires. A row deleted behind the server's back is reported lost, and
 a complete forced through with an expired lease is reported as a stale completion.
@@ -32,8 +32,9 @@ from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.core.validation import Limits
 from app.embedded import LocalCluster
-from app.store import migrate, queries
+from app.store import migrate
 from app.store.postgres import PostgresStore
+from app.store.sql.claim import messages_claim
 from tests.faults.harness import (
     EXCLUSIVE,
     EXCLUSIVE_KEY,
@@ -377,7 +378,7 @@ async def unguarded_consumer(
         requested = time.time()
         try:
             async with engine.begin() as conn:
-                rows = (await conn.execute(queries.messages_dequeue(count=1), params)).all()
+                rows = (await conn.execute(messages_claim(count=1), params)).all()
         except sa_exc.IntegrityError as error:
             refusals.append(str(error.orig))
             await asyncio.sleep(0.02)

@@ -17,7 +17,7 @@ from app.core.models import NewMessage, Queue
 from app.core.service import QueueService
 from app.database_url import psycopg_dsn
 from app.store import maintenance
-from app.store.queries import NOTIFY_CHANNEL
+from app.store.sql.listeners import NOTIFY_CHANNEL
 from tests.api.conftest import Caller
 from tests.helpers import execute, make_queue, shift_back
 from tests.store.test_notify_gate import notifications_until_marker

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.models import NewMessage
 from app.core.service import QueueService
-from app.store.postgres import _claim_sql
+from app.store.dequeue import claim_sql
 from tests.helpers import execute, make_queue
 
 NS = "ns"
@@ -52,7 +52,7 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
     if exclusive:
         config.update(kind="exclusive", exclusive_key="p")
     queue_id = await _fill(service, engine, "q", **config)
-    statement = _claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=False)
+    statement = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=False)
     params = {
         "queue_id": queue_id,
         "filter_value": "t3" if keyed else None,

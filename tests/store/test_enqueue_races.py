@@ -21,12 +21,16 @@ from app.core.models import NewMessage
 from app.core.service import QueueService
 from app.core.validation import Limits
 from app.database_url import psycopg_dsn
-from app.store import postgres
+from app.store.paths import driver_sql
 from app.store.postgres import PostgresStore
+from app.store.sql.reads import MESSAGES_STATES
 from tests.concurrency.test_leases import wait_for_lock_wait
 from tests.helpers import fetch, make_queue
 
 Hook = Callable[[], Awaitable[None]]
+
+# The statement by which enqueue reads the states it missed, as the driver path runs it.
+_STATES = driver_sql(MESSAGES_STATES)
 
 
 class _Cursor:
@@ -34,7 +38,7 @@ class _Cursor:
         self._cursor, self._before_states = cursor, before_states
 
     async def execute(self, statement: str, params: Any) -> None:
-        if statement == postgres._STATES:
+        if statement == _STATES:
             await self._before_states()
         await self._cursor.execute(statement, params)
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.models import MessageChanges, NewMessage, Queue
 from app.core.service import QueueService
-from app.store import queries
+from app.store.sql.claim import messages_claim
 from tests.helpers import fetch, make_queue
 
 NS = "ns"
@@ -160,8 +160,8 @@ async def test_the_keyed_claim_reads_only_matching_rows(
     async with engine.begin() as conn:
         await conn.execute(sa.text("ANALYZE messages"))
 
-    keyed_claim = queries.messages_dequeue(count=1, keyed=True)
-    walking_claim = queries.messages_dequeue(count=1, filtered=True)
+    keyed_claim = messages_claim(count=1, keyed=True)
+    walking_claim = messages_claim(count=1, filtered=True)
     keyed = _scans(await _explain_claim(engine, keyed_claim, queue))
     walk = _scans(await _explain_claim(engine, walking_claim, queue))
 

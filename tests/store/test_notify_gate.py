@@ -15,7 +15,7 @@ from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.database_url import psycopg_dsn
 from app.store import maintenance
-from app.store.queries import NOTIFY_CHANNEL
+from app.store.sql.listeners import NOTIFY_CHANNEL
 
 
 async def notifications_until_marker(

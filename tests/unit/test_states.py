@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from app.core.states import (
+    CLAIM,
     DEAD_LETTER_STATES,
     LEASE_EVENTS,
     LIVE_STATES,
@@ -29,6 +30,7 @@ COM, CAN, ERR = State.COMPLETED, State.CANCELED, State.ERRORED
 EXPECTED: dict[tuple[State, Event], set[State]] = {
     (INV, Event.PROMOTE): {PEN},
     (PEN, Event.DEQUEUE): {RUN},
+    (INV, Event.DEQUEUE): {RUN},  # a due message (visible_at passed), promoted and leased at once
     (RUN, Event.EXTEND): {RUN},
     (RUN, Event.COMPLETE): {COM},
     (RUN, Event.FAIL): {PEN, INV, ERR},
@@ -249,3 +251,16 @@ def test_backoff_returns_int():
 def test_dead_letters_are_exactly_the_states_a_requeue_starts_from():
     assert set(DEAD_LETTER_STATES) == set(TRANSITIONS[Event.REQUEUE])
     assert all(state.is_terminal for state in DEAD_LETTER_STATES)
+
+
+def test_the_claim_reads_the_sources_of_its_event():
+    # The claim's SQL is rendered from CLAIM (app/store/sql/claim.py): its states are the table's.
+    assert {CLAIM.ready, CLAIM.due} == set(TRANSITIONS[Event.DEQUEUE])
+    assert all(to == {CLAIM.leased} for to in TRANSITIONS[Event.DEQUEUE].values())
+    assert (CLAIM.ready, CLAIM.due, CLAIM.leased) == (PEN, INV, RUN)
+
+
+def test_claiming_a_due_message_is_a_promotion_then_a_dequeue():
+    # The due source is what PROMOTE takes (once visible_at has passed) to the ready source.
+    assert targets(CLAIM.due, Event.PROMOTE) == {CLAIM.ready}
+    assert targets(CLAIM.ready, Event.DEQUEUE) == targets(CLAIM.due, Event.DEQUEUE)

@@ -1,0 +1,231 @@
+"""The catalogue's part of the store: namespaces, tokens and queues (create, read, change,
+delete), with the lookups a request makes before its work (:meth:`AdminStore.find_token`,
+:meth:`AdminStore.get_queue`, served from :mod:`app.store.lookups` when they can be), and a
+queue's counts and purge."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from app.core import catalogue
+from app.core.errors import ConflictError, NotFoundError
+from app.core.models import Namespace, Queue, QueueConfig, Token
+from app.core.states import State
+from app.store.errors import retry_transient
+from app.store.paths import StorePaths
+from app.store.rows import queue_from_row
+from app.store.sql import catalogue as catalogue_sql
+from app.store.sql import reads, transitions
+from app.store.sql.listeners import NOTIFY_CHANNEL
+from app.store.tables import namespaces, queues, tokens
+
+
+class AdminStore(StorePaths):
+    """Namespaces, tokens and queues."""
+
+    # --- namespaces and tokens ------------------------------------------------------------------
+
+    async def create_namespace(self, name: str, description: str) -> Namespace:
+        """Insert a namespace; ConflictError when it exists."""
+        stmt = (
+            sa.dialects.postgresql.insert(namespaces)
+            .values(name=name, description=description)
+            .on_conflict_do_nothing()
+            .returning(namespaces)
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise ConflictError(f"namespace {name!r} already exists", namespace=name)
+        return Namespace(**row)
+
+    async def list_namespaces(self) -> list[Namespace]:
+        """All namespaces by name."""
+        async with self._transaction() as conn:
+            rows = await conn.execute(sa.select(namespaces).order_by(namespaces.c.name))
+            return [Namespace(**row) for row in rows.mappings()]
+
+    async def namespace_exists(self, name: str) -> bool:
+        """Whether the namespace exists."""
+        async with self._transaction() as conn:
+            stmt = sa.select(sa.literal(1)).where(namespaces.c.name == name)
+            return (await conn.execute(stmt)).first() is not None
+
+    async def delete_namespace(self, name: str) -> bool:
+        """Delete a namespace with its tokens, queues and messages."""
+        self.lookups.forget_all()
+        async with self._transaction() as conn:
+            result = await conn.execute(sa.delete(namespaces).where(namespaces.c.name == name))
+            return result.rowcount > 0
+
+    async def insert_token(
+        self,
+        namespace: str,
+        token_id: str,
+        label: str,
+        secret_hash: bytes,
+        expires_at: datetime | None,
+    ) -> Token:
+        """Store a token (hashed); NotFoundError when the namespace does not exist."""
+        stmt = (
+            sa.insert(tokens)
+            .from_select(
+                ["id", "namespace", "label", "secret_hash", "expires_at"],
+                sa.select(
+                    sa.literal(token_id, sa.dialects.postgresql.UUID(as_uuid=False)),
+                    namespaces.c.name,
+                    sa.literal(label),
+                    sa.literal(secret_hash, sa.LargeBinary),
+                    sa.literal(expires_at, sa.DateTime(timezone=True)),
+                ).where(namespaces.c.name == namespace),
+            )
+            .returning(*(c for c in tokens.c if c.name != "secret_hash"))
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+        return Token(**row)
+
+    async def list_tokens(self, namespace: str) -> list[Token]:
+        """A namespace's tokens, oldest first, without secrets."""
+        columns = [c for c in tokens.c if c.name != "secret_hash"]
+        stmt = (
+            sa.select(*columns)
+            .where(tokens.c.namespace == namespace)
+            .order_by(tokens.c.created_at, tokens.c.id)
+        )
+        async with self._transaction() as conn:
+            return [Token(**row) for row in (await conn.execute(stmt)).mappings()]
+
+    async def delete_token(self, namespace: str, token_id: str) -> bool:
+        """Revoke a token at once."""
+        stmt = sa.delete(tokens).where(tokens.c.namespace == namespace, tokens.c.id == token_id)
+        try:
+            async with self._transaction() as conn:
+                return (await conn.execute(stmt)).rowcount > 0
+        finally:
+            self.lookups.forget_all()
+
+    async def find_token(self, secret_hash: bytes) -> Token | None:
+        """The unexpired token with this secret hash, if any."""
+        view = catalogue.current_view()
+        if view is not None and self.lookups.enabled:
+            cached = self.lookups.token(secret_hash)
+            if cached is not None:
+                view.rely_on(self.lookups.version, fresh=False, valid_until=cached.expires_at)
+                return cached
+        async with self._transaction() as conn:
+            params = {"secret_hash": secret_hash}
+            result = await conn.execute(catalogue_sql.TOKEN_FIND_UNEXPIRED, params)
+            row = result.mappings().first()
+        if row is None:
+            return None
+        version = row["catalogue_version"]
+        token = Token(**{key: value for key, value in row.items() if key != "catalogue_version"})
+        if view is not None:
+            view.rely_on(version, fresh=True, valid_until=token.expires_at)
+            self.lookups.remember_token(secret_hash, token, version)
+        return token
+
+    # --- queues -----------------------------------------------------------------------------
+
+    async def get_queue(self, namespace: str, name: str) -> Queue | None:
+        """The queue, or None."""
+        view = catalogue.current_view()
+        if view is not None and self.lookups.enabled:
+            cached = self.lookups.queue(namespace, name)
+            if cached is not None and cached.catalogue_version is not None:
+                view.rely_on(cached.catalogue_version, fresh=False)
+                return cached
+        async with self._transaction() as conn:
+            params = {"namespace": namespace, "name": name}
+            row = (await conn.execute(catalogue_sql.QUEUE_GET, params)).mappings().first()
+        if row is None:
+            return None
+        queue = queue_from_row(row)
+        if view is not None and queue.catalogue_version is not None:
+            view.rely_on(queue.catalogue_version, fresh=True)
+            self.lookups.remember_queue(queue)
+        return queue
+
+    async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
+        """Create a queue; None when it already exists. NotFoundError without the namespace."""
+        params = {"namespace": namespace, "name": name, **dataclasses.asdict(config)}
+        async with self._transaction() as conn:
+            result = await conn.execute(catalogue_sql.QUEUE_INSERT_IF_NEW, params)
+            row = result.mappings().first()
+            if row is not None:
+                return queue_from_row(row)
+            exists = await conn.execute(
+                sa.select(sa.literal(1)).where(namespaces.c.name == namespace)
+            )
+            if exists.first() is None:
+                raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+            return None
+
+    async def update_queue(
+        self, queue_id: int, changes: Mapping[str, Any], *, wake: bool = False
+    ) -> Queue:
+        """Apply validated changes to a queue's mutable settings; ``wake``: also tell its
+        long-polling consumers to look again (it was just resumed), in the same statement, so
+        that the change and the wake-up are one outcome."""
+        self.lookups.forget_all()
+        returned: list[Any] = [queues]
+        if wake:  # delivered at the update's commit
+            returned.append(sa.func.pg_notify(NOTIFY_CHANNEL, sa.cast(queues.c.id, sa.Text)))
+        stmt = (
+            sa.update(queues)
+            .where(queues.c.id == queue_id)
+            .values(**changes, updated_at=sa.func.now())
+            .returning(*returned)
+        )
+        async with self._transaction() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise NotFoundError("queue does not exist")
+        return queue_from_row(row)
+
+    async def delete_queue(self, namespace: str, name: str) -> bool:
+        """Delete a queue and its messages."""
+        self.lookups.forget_all()
+        async with self._transaction() as conn:
+            params = {"namespace": namespace, "name": name}
+            result = await conn.execute(catalogue_sql.QUEUE_DELETE, params)
+            return result.first() is not None
+
+    async def list_queues(self, namespace: str) -> list[Queue]:
+        """A namespace's queues by name."""
+        stmt = sa.select(queues).where(queues.c.namespace == namespace).order_by(queues.c.name)
+        async with self._transaction() as conn:
+            return [queue_from_row(row) for row in (await conn.execute(stmt)).mappings()]
+
+    async def queue_counts(self, queue_ids: Sequence[int]) -> dict[int, dict[State, int]]:
+        """Messages per state for each queue (states with no message are absent)."""
+        counts: dict[int, dict[State, int]] = {queue_id: {} for queue_id in queue_ids}
+        async with self._transaction() as conn:
+            params = {"queue_ids": list(queue_ids)}
+            rows = await conn.execute(reads.MESSAGES_COUNT_BY_STATE, params)
+            for row in rows.mappings():
+                counts[row["queue_id"]][State(row["state"])] = row["n"]
+        return counts
+
+    async def oldest_pending_age(self, queue_id: int) -> float | None:
+        """Seconds the longest-waiting pending message has been visible, or None."""
+        async with self._transaction() as conn:
+            params = {"queue_id": queue_id}
+            age = (await conn.execute(reads.MESSAGES_OLDEST_PENDING_AGE, params)).scalar()
+        return float(age) if age is not None else None
+
+    @retry_transient
+    async def purge(self, queue_id: int, states: Sequence[State]) -> int:
+        """Delete a queue's messages in the given states."""
+        async with self._transaction() as conn:
+            params = {"queue_id": queue_id, "states": [str(s) for s in states]}
+            result = await conn.execute(transitions.MESSAGES_PURGE_IN_STATES, params)
+            return result.rowcount

@@ -1,0 +1,128 @@
+"""The claim's part of the store: :meth:`DequeueStore.dequeue` leases up to ``count`` messages
+with one statement of :mod:`app.store.sql.claim`, compiled once per variant and count
+(:func:`claim_sql`); on an exclusive queue, in rounds until the batch is full, and again when
+another consumer wins the race for an exclusive value."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import Any, LiteralString
+
+import msgspec
+from psycopg import errors as pg_errors
+
+from app.core.errors import UnavailableError
+from app.core.models import LeasedMessage, Queue
+from app.store.errors import is_unique_violation, retry_transient
+from app.store.paths import StorePaths, driver_sql
+from app.store.rows import queue_guard
+from app.store.sql.claim import exclusive_scan, messages_claim
+
+log = logging.getLogger("sundial.store")
+
+# How often a dequeue on an exclusive queue is retried after losing a race for an exclusive
+# value (unique_violation on messages_running_exclusive_uidx).
+EXCLUSIVE_CLAIM_RETRIES = 20
+
+_json = msgspec.json.Encoder()
+
+
+@functools.cache
+def claim_sql(count: int, *, exclusive: bool, keyed: bool, filtered: bool) -> LiteralString:
+    """A claim statement as the driver runs it, compiled once per variant and count
+    (tests/store/golden/ holds what it compiles to)."""
+    claim = messages_claim(count=count, exclusive=exclusive, keyed=keyed, filtered=filtered)
+    return driver_sql(claim)
+
+
+class DequeueStore(StorePaths):
+    """The claim."""
+
+    @retry_transient
+    async def dequeue(
+        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> list[LeasedMessage]:
+        """Lease up to ``count`` messages (fewer, or none, when fewer are ready)."""
+        if queue.config.kind != "exclusive":
+            rows = await self._driver_rows(*self._claim(queue, count, lease_seconds, metadata))
+        else:
+            rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
+        ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
+        return [
+            LeasedMessage(
+                id=r.id,
+                lease_id=r.lease_id,
+                lease_expires_at=r.lease_expires_at,
+                attempt=r.attempts,
+                priority=r.priority,
+                payload=r.payload.encode(),
+                metadata=r.metadata,
+                enqueued_at=r.enqueued_at,
+            )
+            for r in ordered
+        ]
+
+    @staticmethod
+    def _claim(
+        queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> tuple[LiteralString, dict[str, Any]]:
+        """The claim statement for this queue and request, and its parameters."""
+        key = queue.config.filter_key
+        # A filter on the queue's filter_key takes the index of that key's values; the other
+        # pairs, if any, are tested on the rows it reads.
+        value = metadata.get(key) if key is not None else None
+        keyed, filtered = value is not None, len(metadata) > (value is not None)
+        params: dict[str, Any] = {
+            **queue_guard(queue),
+            "queue_id": queue.id,
+            "lease_override": lease_seconds,
+            "queue_lease": queue.config.lease_seconds,
+        }
+        if keyed:
+            params["filter_value"] = value
+        if filtered:  # most claims have no filter: nothing to encode
+            params["filter"] = _json.encode(metadata).decode()
+        exclusive = queue.config.kind == "exclusive"
+        return claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered), params
+
+    async def _claim_exclusive(
+        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+    ) -> list[Any]:
+        """Claim on an exclusive queue, in rounds until the batch is full or nothing is left.
+
+        A round looks at a window of candidates and leases one message per free value in it;
+        when the window was full (``scanned`` reached ``scan``), values beyond it may be free,
+        so the next round claims the rest. Each round commits: its leases stand even if a later
+        round fails, and they are returned.
+        """
+        leased: list[Any] = []
+        while len(leased) < count:
+            wanted = count - len(leased)
+            claim = self._claim(queue, wanted, lease_seconds, metadata)
+            try:
+                rows = await self._claim_exclusive_round(queue, *claim)
+            except UnavailableError:
+                if not leased:
+                    raise
+                log.warning("exclusive claim round failed; returning %d leases", len(leased))
+                break
+            leased.extend(rows)
+            if not rows or rows[0].scanned < exclusive_scan(wanted):
+                break  # nothing more to take, or every candidate was seen
+        return leased
+
+    async def _claim_exclusive_round(
+        self, queue: Queue, statement: LiteralString, params: Mapping[str, Any]
+    ) -> list[Any]:
+        for attempt in range(EXCLUSIVE_CLAIM_RETRIES):
+            try:
+                return await self._driver_rows(statement, params)
+            except pg_errors.UniqueViolation as error:
+                # Lost a race for an exclusive value to another consumer: the unique index
+                # refused the second lease, nothing was changed; claim again.
+                if not is_unique_violation(error, "messages_running_exclusive_uidx"):
+                    raise
+                log.debug("exclusive claim race on queue %s (attempt %d)", queue.id, attempt + 1)
+        return []

@@ -1,0 +1,170 @@
+"""The scheduler's statements: the time-driven transitions (promotion of due messages, release
+of expired leases, expiry), the move of finished messages into ``message_history`` with the
+partitions it needs, and the hot table's statistics. Each is batched (``:batch``) and uses
+``SKIP LOCKED``, so that two schedulers at once would waste work, never break a rule."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import TextClause, text
+
+from app.store.sql.listeners import NOTIFY_CHANNEL
+from app.store.sql.retry import LEASE_EXPIRY, retry_or_dead_letter
+
+# invisible -> pending for messages whose visible_at has passed (messages_invisible_idx), and a
+# NOTIFY per queue so long-polling consumers wake.
+MESSAGES_PROMOTE_IF_DUE: Final[TextClause] = text(
+    """
+    WITH due AS (
+        SELECT queue_id, id FROM messages
+        WHERE state = 'invisible' AND visible_at <= now()
+        ORDER BY visible_at
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    ),
+    promoted AS (
+        UPDATE messages m SET state = 'pending', updated_at = now()
+        FROM due
+        WHERE m.queue_id = due.queue_id AND m.id = due.id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
+        RETURNING m.queue_id
+    )
+    SELECT queue_id, count(*) AS n, pg_notify('sundial_ready', CAST(queue_id AS text))
+    FROM promoted GROUP BY queue_id
+    """
+)
+
+# running -> pending/invisible/errored for leases past lease_expires_at (messages_lease_idx),
+# with the same retry rule as MESSAGE_FAIL_IF_LEASED, from each queue's configuration.
+MESSAGES_RELEASE_IF_LEASE_EXPIRED: Final[TextClause] = text(
+    f"""
+    WITH expired AS (
+        SELECT queue_id, id FROM messages
+        WHERE state = 'running' AND lease_expires_at <= now()
+        ORDER BY lease_expires_at
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    ),
+    released AS (
+        UPDATE messages m {retry_or_dead_letter(**LEASE_EXPIRY, error="'lease expired'")}
+        FROM expired, queues q
+        WHERE m.queue_id = expired.queue_id AND m.id = expired.id AND q.id = m.queue_id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
+          AND m.lease_expires_at <= now()
+        RETURNING m.queue_id, m.state
+    )
+    SELECT queue_id, count(*) AS n, pg_notify('sundial_ready', CAST(queue_id AS text))
+    FROM released GROUP BY queue_id
+    """
+)
+
+# live -> canceled for messages whose expires_at has passed (messages_expires_idx). A running
+# message of an exclusive queue (one with an exclusive value) frees its value as it expires:
+# like every other path that frees one, that wakes the queue's long-polling consumers, and only
+# if some server listens for the queue (ADR 0007). ``doomed`` reads the state under the row
+# lock, so it is the state the UPDATE changes.
+MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
+    f"""
+    WITH doomed AS (
+        SELECT queue_id, id, state = 'running' AND exclusive_value IS NOT NULL AS frees_value
+        FROM messages
+        WHERE expires_at <= now() AND state IN ('invisible', 'pending', 'running')
+        ORDER BY expires_at
+        LIMIT :batch
+        FOR UPDATE SKIP LOCKED
+    ),
+    expired AS (
+        UPDATE messages m
+        SET state = 'canceled', finished_at = now(), lease_expires_at = NULL,
+            last_error = 'expired', updated_at = now()
+        FROM doomed
+        WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
+        RETURNING m.queue_id, doomed.frees_value
+    )
+    SELECT queue_id, count(*) AS n,
+           CASE WHEN bool_or(frees_value)
+                     AND EXISTS (SELECT 1 FROM queue_listeners l
+                                 WHERE l.queue_id = expired.queue_id)
+                THEN pg_notify('{NOTIFY_CHANNEL}', CAST(queue_id AS text)) END AS woken
+    FROM expired GROUP BY queue_id
+    """
+)
+
+# Finished messages past their queue's retention leave the hot table for message_history, in one
+# statement (the DELETE and the INSERT commit together, so nothing is lost or kept twice).
+# The LATERAL probe walks messages_finished_idx per queue.
+MESSAGES_ARCHIVE_PAST_RETENTION: Final[TextClause] = text(
+    """
+    WITH doomed AS (
+        SELECT d.queue_id, d.id
+        FROM queues q
+        CROSS JOIN LATERAL (
+            SELECT m.queue_id, m.id FROM messages m
+            WHERE m.queue_id = q.id AND m.state IN ('completed', 'canceled', 'errored')
+              AND m.finished_at < now() - make_interval(secs => q.retention_seconds)
+            ORDER BY m.finished_at
+            LIMIT :batch
+            FOR UPDATE SKIP LOCKED
+        ) AS d
+        LIMIT :batch
+    ),
+    moved AS (
+        DELETE FROM messages m USING doomed
+        WHERE m.queue_id = doomed.queue_id AND m.id = doomed.id
+          AND m.state IN ('completed', 'canceled', 'errored')
+        RETURNING m.*
+    )
+    INSERT INTO message_history (namespace, queue, queue_id, id, seq, priority, state, payload,
+                                 metadata, exclusive_value, attempts, max_attempts, enqueued_at,
+                                 first_leased_at, leased_at, finished_at, last_error,
+                                 lease_id, lease_seconds, visible_at, expires_at)
+    SELECT q.namespace, q.name, moved.queue_id, moved.id, moved.seq, moved.priority, moved.state,
+           moved.payload, moved.metadata, moved.exclusive_value, moved.attempts,
+           coalesce(moved.max_attempts, q.max_attempts), moved.enqueued_at,
+           moved.first_leased_at, moved.leased_at, moved.finished_at, moved.last_error,
+           moved.lease_id, coalesce(moved.lease_seconds, q.lease_seconds), moved.visible_at,
+           moved.expires_at
+    FROM moved JOIN queues q ON q.id = moved.queue_id
+    """
+)
+
+# The days of finished_at that the next archive batch may touch, so their partitions exist.
+MESSAGES_ARCHIVE_DAYS: Final[TextClause] = text(
+    """
+    SELECT DISTINCT date_trunc('day', m.finished_at AT TIME ZONE 'UTC')::date AS day
+    FROM queues q
+    CROSS JOIN LATERAL (
+        SELECT m.finished_at FROM messages m
+        WHERE m.queue_id = q.id AND m.state IN ('completed', 'canceled', 'errored')
+          AND m.finished_at < now() - make_interval(secs => q.retention_seconds)
+        ORDER BY m.finished_at
+        LIMIT :batch
+    ) AS m
+    """
+)
+
+# The history partitions that take rows: not one that a prune is detaching (its name stays
+# taken until the prune drops it or attaches it back).
+HISTORY_PARTITIONS: Final[TextClause] = text(
+    """
+    SELECT c.relname
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    JOIN pg_class p ON p.oid = i.inhparent
+    WHERE p.relname = 'message_history' AND NOT i.inhdetachpending
+    """
+)
+
+DATABASE_TODAY: Final[TextClause] = text("SELECT (now() AT TIME ZONE 'UTC')::date AS today")
+
+# The hot table's statistics are stale when more rows changed since its last ANALYZE than 1,000
+# plus a tenth of its live rows (autovacuum's own rule with a smaller scale factor).
+MESSAGES_STATISTICS_STALE: Final[TextClause] = text(
+    """
+    SELECT n_mod_since_analyze > 1000 + 0.1 * n_live_tup
+    FROM pg_stat_user_tables WHERE relid = 'messages'::regclass
+    """
+)
+MESSAGES_ANALYZE: Final[TextClause] = text("ANALYZE (SKIP_LOCKED) messages")
