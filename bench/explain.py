@@ -21,13 +21,11 @@ def explain_claim(
     """EXPLAIN (ANALYZE, BUFFERS) of Sundial's own claim statement, rolled back (the keyed form
     when ``filter_value`` is given, as the store runs it for a filter on the queue's
     filter_key)."""
-    from app.store import queries
+    from app.store.sql.claim import messages_claim
 
     keyed = filter_value is not None
     filtered = filt != "{}" and not keyed  # a filter of the key alone is the keyed form
-    sql = queries.messages_dequeue(
-        count=count, exclusive=exclusive, keyed=keyed, filtered=filtered
-    ).text
+    sql = messages_claim(count=count, exclusive=exclusive, keyed=keyed, filtered=filtered).text
     binds = {
         "queue_id": str(queue_id),
         "filter": f"'{filt}'",

@@ -20,8 +20,8 @@ import pytest
 from alembic.config import Config
 from click.testing import CliRunner, Result
 
-from app.bootstrap.database import create_engine
 from app.bootstrap.commands import main
+from app.bootstrap.database import create_engine
 from app.config import get_settings
 from app.core.models import Principal
 from app.core.service import QueueService

@@ -23,13 +23,15 @@ from app.core.service import QueueService
 from app.core.validation import Limits
 from app.database_url import connection_defaults, psycopg_dsn
 from app.store import migrate
+
+# What the scheduler does to the database (app/scheduler), and what the metrics read
+# (app/observability/database.py): handed out as the store writes them.
+from app.store import scheduling as scheduling
 from app.store.connections import prepare_for_failover
 from app.store.insights import PostgresInsights
 from app.store.notifications import ListenerRegistrations, NotificationListener
 from app.store.postgres import PostgresStore
 from app.store.sessions import DashboardSessions
-
-# What the metrics read (app/observability/database.py), handed out as the store reads it.
 from app.store.stats import read_database_stats as read_database_stats
 from app.store.stats import read_live_queue_ids as read_live_queue_ids
 from app.web.waiters import WaiterRegistry

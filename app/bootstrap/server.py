@@ -55,7 +55,11 @@ def _lifespan(
             )
         waiters = WaiterRegistry()
         listener = database.notification_listener(db, waiters)
-        scheduler = Scheduler(db, settings) if settings.scheduler_enabled else None
+        scheduler = (
+            Scheduler(db, settings, work=database.scheduling)
+            if settings.scheduler_enabled
+            else None
+        )
         service = database.build_service(db, settings)
         metrics_token = settings.metrics_token
         metrics = app.state.metrics = ServerMetrics(

@@ -43,7 +43,7 @@ log = logging.getLogger("sundial.pipeline.enqueue")
 Format = Literal["parquet", "csv", "jsonl"]
 FORMATS: tuple[Format, ...] = ("parquet", "csv", "jsonl")
 CORRUPT = "_corrupt_record"
-NOTIFY_CHANNEL = "sundial_ready"  # app.store.queries.NOTIFY_CHANNEL
+NOTIFY_CHANNEL = "sundial_ready"  # app.store.sql.listeners.NOTIFY_CHANNEL
 
 
 @dataclass(frozen=True, slots=True)

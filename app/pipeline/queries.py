@@ -133,7 +133,7 @@ ENQUEUE_COPY: Final = """
     FROM STDIN (FORMAT csv)
 """
 
-# The semantics of app/store/queries.py MESSAGES_ENQUEUE for a batch without per-message
+# The semantics of app/store/sql/enqueue.py MESSAGES_ENQUEUE_IF_NEW for a batch without per-message
 # overrides: priority defaults to now() in milliseconds, the queue's delay_seconds makes the
 # message invisible until visible_at, max_attempts and lease_seconds stay NULL (the queue's
 # current setting), and an id that exists already is left alone (ON CONFLICT DO NOTHING).

@@ -1,4 +1,5 @@
-"""The background scheduler: timing and leadership only; the work is in app.store.maintenance."""
+"""The background scheduler: timing and leadership only; the work on the database is the
+store's, handed in by the composition root (:class:`app.scheduler.runner.Maintenance`)."""
 
 from app.scheduler.runner import Scheduler
 

@@ -1,5 +1,5 @@
-"""The background scheduler: leadership and timing. The work itself is
-:mod:`app.store.maintenance`.
+"""The background scheduler: leadership and timing. The work itself is the store's, handed in by
+the composition root as a :class:`Maintenance` (the statements are in ``app/store/sql/``).
 
 Every server process runs one :class:`Scheduler`; exactly one of them leads at a time::
 
@@ -32,32 +32,73 @@ import logging
 import os
 import socket
 import uuid
+from typing import Protocol
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.config import Settings
-from app.store import maintenance, queries
+from app.core.maintenance import TickResult
 
 log = logging.getLogger("sundial.scheduler")
 
-LEADER_LOCK_KEY = 0x53756E6469616C  # "Sundial" in ASCII: the advisory lock of the leader
 HEARTBEAT_SECONDS = 1.0
-FENCE_WAIT_MS = 2000  # how long a standby waits for a fenced leader's session to end
+
+
+class Maintenance(Protocol):
+    """The scheduler's work on the database, each call on the scheduler's own connection."""
+
+    async def try_lead(self, conn: AsyncConnection) -> bool:
+        """Take the leader lock if no other session holds it."""
+        ...
+
+    async def fence_stalled_leader(
+        self, conn: AsyncConnection, stale_seconds: float
+    ) -> list[tuple[int, bool]]:
+        """End the leader's session if idle for over ``stale_seconds``: (pid, ended) pairs."""
+        ...
+
+    async def heartbeat(self, conn: AsyncConnection, node_id: str, *, leader: bool) -> None:
+        """Record that this node is alive, and whether it leads."""
+        ...
+
+    async def tick(self, conn: AsyncConnection) -> TickResult:
+        """Promote due messages, release expired leases, expire messages."""
+        ...
+
+    async def archive_finished(self, conn: AsyncConnection, days_ahead: int = 3) -> int:
+        """Move finished messages past their retention into history; how many moved."""
+        ...
+
+    async def prune_listeners(self, conn: AsyncConnection) -> int:
+        """Forget the notification registrations of connections that are gone."""
+        ...
+
+    async def analyze_if_stale(self, conn: AsyncConnection) -> bool:
+        """Refresh the hot table's statistics if many rows changed; whether it did."""
+        ...
 
 
 class Scheduler:
     """Contends for leadership and, while leading, runs the maintenance passes."""
 
-    def __init__(self, engine: AsyncEngine, settings: Settings, node_id: str | None = None):
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        settings: Settings,
+        *,
+        work: Maintenance,
+        node_id: str | None = None,
+    ):
         self.engine = engine
         self.settings = settings
+        self.work = work
         self.node_id = node_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.is_leader = False
         self.ticks = 0
         """Maintenance ticks completed while leading (tests and metrics watch it)."""
-        self.last_tick: maintenance.TickResult | None = None
-        self.changed = maintenance.TickResult()
+        self.last_tick: TickResult | None = None
+        self.changed = TickResult()
         """What every tick of this scheduler changed, added up (metrics count from it)."""
         self._stopping = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -121,14 +162,10 @@ class Scheduler:
 
     async def _contend(self, conn: AsyncConnection) -> None:
         while not self._stopping.is_set():
-            acquired = (
-                await conn.execute(queries.LEADER_TRY_LOCK, {"key": LEADER_LOCK_KEY})
-            ).scalar()
+            acquired = await self.work.try_lead(conn)
             if not acquired and await self._fence_stalled_leader(conn):
-                acquired = (
-                    await conn.execute(queries.LEADER_TRY_LOCK, {"key": LEADER_LOCK_KEY})
-                ).scalar()
-            await self._heartbeat(conn, leader=bool(acquired))
+                acquired = await self.work.try_lead(conn)
+            await self._heartbeat(conn, leader=acquired)
             if acquired:
                 self.is_leader = True
                 log.info("scheduler %s is the leader", self.node_id)
@@ -143,15 +180,15 @@ class Scheduler:
         next_heartbeat = loop.time() + HEARTBEAT_SECONDS
         while not self._stopping.is_set():
             try:
-                self.last_tick = await maintenance.tick(conn)
+                self.last_tick = await self.work.tick(conn)
                 self.changed += self.last_tick
                 if loop.time() >= next_cleanup:
-                    moved = await maintenance.archive_finished(
+                    moved = await self.work.archive_finished(
                         conn, self.settings.history_partition_days_ahead
                     )
                     if moved:
                         log.info("archived %d finished messages into history", moved)
-                    await maintenance.prune_listeners(conn)
+                    await self.work.prune_listeners(conn)
                     next_cleanup = loop.time() + self.settings.scheduler_cleanup_seconds
             except sa_exc.DBAPIError as error:
                 if error.connection_invalidated:
@@ -161,7 +198,7 @@ class Scheduler:
                 await conn.rollback()
             if loop.time() >= next_heartbeat:
                 await self._heartbeat(conn, leader=True)
-                if await maintenance.analyze_if_stale(conn):
+                if await self.work.analyze_if_stale(conn):
                     log.debug("analyzed the messages table (statistics were stale)")
                 next_heartbeat = loop.time() + HEARTBEAT_SECONDS
             self.ticks += 1
@@ -170,18 +207,7 @@ class Scheduler:
 
     async def _fence_stalled_leader(self, conn: AsyncConnection) -> bool:
         """Terminate the leader's session if it has stopped working; True if one was ended."""
-        rows = (
-            await conn.execute(
-                queries.LEADER_FENCE,
-                {
-                    "key_high": LEADER_LOCK_KEY >> 32,
-                    "key_low": LEADER_LOCK_KEY & 0xFFFFFFFF,
-                    "stale_seconds": self.settings.leader_stale_seconds,
-                    "wait_ms": FENCE_WAIT_MS,
-                },
-            )
-        ).all()
-        await conn.commit()
+        rows = await self.work.fence_stalled_leader(conn, self.settings.leader_stale_seconds)
         for pid, terminated in rows:
             log.warning(
                 "scheduler %s fenced the stalled leader session %s (idle over %.1f s): %s",
@@ -193,7 +219,4 @@ class Scheduler:
         return any(terminated for _, terminated in rows)
 
     async def _heartbeat(self, conn: AsyncConnection, *, leader: bool) -> None:
-        await conn.execute(
-            queries.SCHEDULER_NODE_HEARTBEAT, {"node_id": self.node_id, "is_leader": leader}
-        )
-        await conn.commit()
+        await self.work.heartbeat(conn, self.node_id, leader=leader)

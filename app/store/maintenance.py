@@ -9,7 +9,6 @@ correctness never depends on there being exactly one scheduler; leadership only 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import date, timedelta
 
 from psycopg import errors as pg_errors
@@ -17,6 +16,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.core.maintenance import TickResult
 from app.core.states import Event
 from app.store.sql import listeners, scheduler
 from app.store.sql.guards import from_states
@@ -28,27 +28,6 @@ BATCH = 5000
 
 PARTITION_LOCK_TIMEOUT_MS = 200
 """How long making a history partition may wait for its lock on ``message_history``."""
-
-
-@dataclass(frozen=True, slots=True)
-class TickResult:
-    """What one scheduler tick changed."""
-
-    promoted: int = 0
-    released: int = 0
-    expired: int = 0
-
-    @property
-    def total(self) -> int:
-        """Messages changed in all."""
-        return self.promoted + self.released + self.expired
-
-    def __add__(self, other: TickResult) -> TickResult:
-        return TickResult(
-            self.promoted + other.promoted,
-            self.released + other.released,
-            self.expired + other.expired,
-        )
 
 
 async def _repeat(conn: AsyncConnection, stmt: TextClause, params: dict[str, object]) -> int:

@@ -1,9 +1,9 @@
 """The one LISTEN connection of a server process.
 
 Enqueue, promotion of due messages and lease release ``NOTIFY sundial_ready, '<queue id>'`` at
-commit (:data:`app.store.queries.NOTIFY_CHANNEL`). :class:`NotificationListener` keeps a single
-autocommit psycopg connection listening on that channel and hands each queue id to a callback;
-the HTTP layer fans it out to the requests long-polling that queue.
+commit (:data:`app.store.sql.listeners.NOTIFY_CHANNEL`). :class:`NotificationListener` keeps a
+single autocommit psycopg connection listening on that channel and hands each queue id to a
+callback; the HTTP layer fans it out to the requests long-polling that queue.
 
 The listener outlives database restarts: when its connection breaks it reconnects with
 exponential backoff, and after every (re)connection it calls ``on_connect`` so that waiters
@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.store.queries import LISTENER_REGISTER, LISTENER_UNREGISTER, NOTIFY_CHANNEL
+from app.store.sql.listeners import LISTENER_REGISTER, LISTENER_UNREGISTER, NOTIFY_CHANNEL
 
 log = logging.getLogger("sundial.notifications")
 

@@ -22,8 +22,8 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.bootstrap.server import create_app
-from app.web.runtime import Runtime
 from app.config import Settings
+from app.web.runtime import Runtime
 from tests.conftest import ADMIN_TOKEN
 
 PAYLOAD_LIMIT = 4096

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from app.bootstrap.server import create_app
-from app.web.errors import STATUS_BY_CODE, status_for
 from app.bootstrap.database import create_engine
+from app.bootstrap.server import create_app
 from app.core import errors as core_errors
 from app.store import migrate
+from app.web.errors import STATUS_BY_CODE, status_for
 from tests.api.conftest import BODY_LIMIT, Caller, assert_error, make_settings, serve
 from tests.conftest import ADMIN_TOKEN
 

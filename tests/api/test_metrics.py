@@ -24,8 +24,10 @@ from pydantic import SecretStr
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.bootstrap.database import scheduling
 from app.bootstrap.server import create_app
-from app.web.waiters import WaiterRegistry
+from app.core.maintenance import TickResult
+from app.core.readings import DatabaseStats, QueueDepth
 from app.observability import metrics
 from app.observability.database import DatabaseCollector, DatabaseStatsCache, Reading
 from app.observability.endpoint import render
@@ -34,8 +36,7 @@ from app.observability.observer import QueueLabels
 from app.observability.sampler import Sampler
 from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
-from app.store.maintenance import TickResult
-from app.core.readings import DatabaseStats, QueueDepth
+from app.web.waiters import WaiterRegistry
 from tests.api.conftest import Caller, assert_error, make_settings, namespace_caller, serve
 from tests.conftest import ADMIN_TOKEN
 
@@ -278,7 +279,7 @@ async def test_ticks_that_finish_before_the_watcher_wakes_are_all_counted(engine
     # The tick watcher runs on the event loop after the scheduler announces a tick; on a busy
     # loop two ticks can finish before it runs. Both must be counted. The scheduler is not
     # started: its counters are moved by hand, its announcement is the real one.
-    scheduler = Scheduler(engine, make_settings(database_url))
+    scheduler = Scheduler(engine, make_settings(database_url), work=scheduling)
     sampler = Sampler(engine, WaiterRegistry(), scheduler)
 
     def expired_so_far() -> float:

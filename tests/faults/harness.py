@@ -35,7 +35,7 @@ complete/fail that may have ended it was *sent*. That interval is always inside 
 validity, so an overlap is a real violation, never an artefact of clocks or latency.
 
 Crashes. Dequeue commits its claim without waiting for the WAL flush (durability is promised for
-enqueue, complete, fail and cancel, not for a lease: ``app/store/queries.py``), so a database
+enqueue, complete, fail and cancel, not for a lease: ``app/store/sql/``), so a database
 crash may forget a lease that a consumer already holds; the message is then leased again, with
 the same attempt number, while the first lease still looks unexpired to its consumer. The checks
 count a lease granted before a crash as valid only until the crash, and report separately what
@@ -283,7 +283,7 @@ class Delivery:
     def lease_end(self, crashes: Sequence[Crash] = ()) -> float:
         """When the lease expires, or when a database crash may have forgotten it.
 
-        Claims commit without waiting for their WAL flush (``app/store/queries.py``): a crash
+        Claims commit without waiting for their WAL flush (``app/store/sql/``): a crash
         may forget a lease that was already handed out. A lease granted before a crash ended
         (the crash window is the injector's: it starts a little before PostgreSQL dies) and
         expiring after it began is certainly valid only until the crash began, or its grant.

@@ -65,6 +65,7 @@ from app.core.errors import (
     SundialError,
     ValidationError,
 )
+from app.core.maintenance import TickResult
 from app.core.models import LeasedMessage, Message, MessageChanges, NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.core.validation import Limits
@@ -189,7 +190,7 @@ class Harness:
         async with self.engine.begin() as conn:
             await conn.execute(SHIFT, {"secs": seconds})
 
-    async def tick(self) -> maintenance.TickResult:
+    async def tick(self) -> TickResult:
         async with self.engine.connect() as conn:
             return await maintenance.tick(conn)
 

@@ -16,11 +16,12 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from app.bootstrap.database import scheduling
 from app.config import Settings
 from app.core.models import NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.scheduler import Scheduler
-from app.scheduler.runner import LEADER_LOCK_KEY
+from app.store.leadership import LEADER_LOCK_KEY
 
 TAKEOVER_LIMIT_SECONDS = 5
 # PostgreSQL publishes a backend's table statistics within its idle interval (10 s).
@@ -38,7 +39,9 @@ def scheduler_settings(database_url: str) -> Settings:
 
 @pytest.fixture
 async def scheduler(engine: AsyncEngine, database_url: str) -> AsyncIterator[Scheduler]:
-    scheduler = Scheduler(engine, scheduler_settings(database_url), node_id="test-leader")
+    scheduler = Scheduler(
+        engine, scheduler_settings(database_url), work=scheduling, node_id="test-leader"
+    )
     await scheduler.start()
     await asyncio.wait_for(scheduler.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
     yield scheduler
@@ -78,8 +81,8 @@ async def test_exactly_one_leader_and_takeover_after_leader_stops(
     engine: AsyncEngine, database_url: str
 ) -> None:
     settings = scheduler_settings(database_url)
-    first = Scheduler(engine, settings, node_id="first")
-    second = Scheduler(engine, settings, node_id="second")
+    first = Scheduler(engine, settings, work=scheduling, node_id="first")
+    second = Scheduler(engine, settings, work=scheduling, node_id="second")
     await first.start()
     await asyncio.wait_for(first.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
     await second.start()
@@ -106,8 +109,8 @@ async def _first_to_lead(*schedulers: Scheduler) -> Scheduler:
 
 async def test_takeover_when_leader_connection_dies(engine: AsyncEngine, database_url: str) -> None:
     settings = scheduler_settings(database_url)
-    first = Scheduler(engine, settings, node_id="doomed")
-    second = Scheduler(engine, settings, node_id="heir")
+    first = Scheduler(engine, settings, work=scheduling, node_id="doomed")
+    second = Scheduler(engine, settings, work=scheduling, node_id="heir")
     await first.start()
     await asyncio.wait_for(first.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
     await second.start()
@@ -151,7 +154,7 @@ async def test_a_stalled_leader_is_fenced_and_replaced(
     # A leader frozen or cut off from the database keeps its session, and with it the lock.
     settings = scheduler_settings(database_url).model_copy(update={"leader_stale_seconds": 0.5})
     async with hold_leader_lock(database_url) as stalled:
-        heir = Scheduler(engine, settings, node_id="heir")
+        heir = Scheduler(engine, settings, work=scheduling, node_id="heir")
         await heir.start()
         try:
             await asyncio.wait_for(heir.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
@@ -168,7 +171,7 @@ async def test_a_leader_busy_in_a_long_statement_is_not_fenced(
 ) -> None:
     settings = scheduler_settings(database_url).model_copy(update={"leader_stale_seconds": 0.5})
     async with hold_leader_lock(database_url) as busy:
-        follower = Scheduler(engine, settings, node_id="patient")
+        follower = Scheduler(engine, settings, work=scheduling, node_id="patient")
         statement = asyncio.create_task(busy.execute(text("SELECT pg_sleep(2)")))
         await follower.start()
         try:
@@ -181,8 +184,8 @@ async def test_a_leader_busy_in_a_long_statement_is_not_fenced(
 
 async def test_a_working_leader_is_never_fenced(engine: AsyncEngine, database_url: str) -> None:
     settings = scheduler_settings(database_url).model_copy(update={"leader_stale_seconds": 0.2})
-    leader = Scheduler(engine, settings, node_id="worker")
-    follower = Scheduler(engine, settings, node_id="standby")
+    leader = Scheduler(engine, settings, work=scheduling, node_id="worker")
+    follower = Scheduler(engine, settings, work=scheduling, node_id="standby")
     await leader.start()
     await asyncio.wait_for(leader.wait_until(leader=True), TAKEOVER_LIMIT_SECONDS)
     await follower.start()

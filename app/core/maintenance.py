@@ -1,0 +1,27 @@
+"""What the scheduler's maintenance changes: the messages one tick promoted, released and
+expired, added up over ticks for the metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one scheduler tick changed."""
+
+    promoted: int = 0
+    released: int = 0
+    expired: int = 0
+
+    @property
+    def total(self) -> int:
+        """Messages changed in all."""
+        return self.promoted + self.released + self.expired
+
+    def __add__(self, other: TickResult) -> TickResult:
+        return TickResult(
+            self.promoted + other.promoted,
+            self.released + other.released,
+            self.expired + other.expired,
+        )
