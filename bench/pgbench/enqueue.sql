@@ -1,4 +1,4 @@
--- Raw SQL limit of Sundial's enqueue (app/store/queries.py MESSAGES_ENQUEUE), run by pgbench in
+-- Raw SQL limit of Sundial's enqueue (app/store/sql/enqueue.py MESSAGES_ENQUEUE_IF_NEW), run by pgbench in
 -- prepared mode. The statement is Sundial's own, bound to the same kind of JSON document the
 -- server sends (the harness passes it as :rows: N rows of the load generator's small payload,
 -- with a 36-character id each); since pgbench sends the same document every time, fresh random

@@ -1,5 +1,5 @@
--- Raw SQL limit of Sundial's processing: its claim (messages_dequeue(count=N), a simple queue, no
--- metadata filter) in one transaction, then its batch acknowledgement (MESSAGES_COMPLETE_MANY) of
+-- Raw SQL limit of Sundial's processing: its claim (messages_claim(count=N), a simple queue, no
+-- metadata filter) in one transaction, then its batch acknowledgement (MESSAGES_COMPLETE_IF_LEASED) of
 -- exactly the claimed ids and leases, bound as the JSON document the server binds, in a second,
 -- as a consumer does through the API. Run by pgbench in prepared mode against a prefilled
 -- bench_raw_messages; the harness writes the batch size where @BATCH@ stands, a literal LIMIT

@@ -1,4 +1,4 @@
-"""Database and driver errors as clients see them (``_translate`` in app/store/postgres.py).
+"""Database and driver errors as clients see them (``translate`` in app/store/errors.py).
 
 Validation refuses every value PostgreSQL would refuse or could not give back, so these paths are
 reached here by calling the store directly, or by a row written behind the server's back (as
