@@ -12,7 +12,7 @@ import logging
 from datetime import date, timedelta
 
 from psycopg import errors as pg_errors
-from sqlalchemy import TextClause, text
+from sqlalchemy import TextClause
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -101,17 +101,9 @@ async def ensure_history_partitions(conn: AsyncConnection, days: set[date]) -> s
             continue
         # Identifiers and bounds come from a date, never from input.
         try:
-            await conn.execute(text(f"SET LOCAL lock_timeout = '{PARTITION_LOCK_TIMEOUT_MS}ms'"))
-            await conn.execute(
-                text(f"CREATE TABLE {name} (LIKE message_history INCLUDING DEFAULTS)")
-            )
-            await conn.execute(
-                text(
-                    f"ALTER TABLE message_history ATTACH PARTITION {name} "
-                    f"FOR VALUES FROM ('{day.isoformat()}T00:00:00Z') "
-                    f"TO ('{(day + timedelta(days=1)).isoformat()}T00:00:00Z')"
-                )
-            )
+            await conn.execute(scheduler.history_partition_lock_timeout(PARTITION_LOCK_TIMEOUT_MS))
+            await conn.execute(scheduler.history_partition_create(name))
+            await conn.execute(scheduler.history_partition_attach(name, day))
             await conn.commit()
         except sa_exc.DBAPIError as error:
             await conn.rollback()

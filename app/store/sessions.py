@@ -15,48 +15,18 @@ from __future__ import annotations
 import hashlib
 import secrets
 from contextlib import AbstractAsyncContextManager
-from typing import Final
 
-from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.store.connections import available
+from app.store.sql.sessions import (
+    DASHBOARD_SESSION_END,
+    DASHBOARD_SESSION_START_AND_PRUNE_EXPIRED,
+    DASHBOARD_SESSION_TOUCH_IF_LIVE,
+)
 
 RENEW_AFTER_SECONDS = 60
 """A session's expiry is pushed back when it is used at least this long after the last time."""
-
-
-def _from_now(seconds_param: str) -> str:
-    """SQL: the database's now plus the parameter ``seconds_param`` (in seconds)."""
-    return f"now() + make_interval(secs => CAST(:{seconds_param} AS double precision))"
-
-
-_EXPIRY = _from_now("idle_seconds")
-
-START: Final[TextClause] = text(
-    f"""
-    WITH pruned AS (DELETE FROM dashboard_sessions WHERE expires_at <= now())
-    INSERT INTO dashboard_sessions (id_hash, expires_at) VALUES (:id_hash, {_EXPIRY})
-    """
-)
-
-TOUCH: Final[TextClause] = text(
-    f"""
-    WITH live AS (
-        SELECT id_hash, expires_at FROM dashboard_sessions
-        WHERE id_hash = :id_hash AND expires_at > now()
-    ),
-    renewed AS (
-        UPDATE dashboard_sessions AS s SET expires_at = {_EXPIRY}
-        FROM live
-        WHERE s.id_hash = live.id_hash
-          AND live.expires_at < {_from_now("renew_below")}
-    )
-    SELECT count(*) FROM live
-    """
-)
-
-END: Final[TextClause] = text("DELETE FROM dashboard_sessions WHERE id_hash = :id_hash")
 
 
 def _hash(session_id: str) -> bytes:
@@ -79,7 +49,7 @@ class DashboardSessions:
         session_id = secrets.token_urlsafe(32)
         params = {"id_hash": _hash(session_id), "idle_seconds": self.idle_seconds}
         async with self._connect() as conn:
-            await conn.execute(START, params)
+            await conn.execute(DASHBOARD_SESSION_START_AND_PRUNE_EXPIRED, params)
         return session_id
 
     async def touch(self, session_id: str) -> bool:
@@ -90,10 +60,10 @@ class DashboardSessions:
             "renew_below": self.idle_seconds - RENEW_AFTER_SECONDS,
         }
         async with self._connect() as conn:
-            live = (await conn.execute(TOUCH, params)).scalar_one()
+            live = (await conn.execute(DASHBOARD_SESSION_TOUCH_IF_LIVE, params)).scalar_one()
         return bool(live)
 
     async def end(self, session_id: str) -> None:
         """End ``session_id`` (nothing happens if it is not live)."""
         async with self._connect() as conn:
-            await conn.execute(END, {"id_hash": _hash(session_id)})
+            await conn.execute(DASHBOARD_SESSION_END, {"id_hash": _hash(session_id)})

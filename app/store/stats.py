@@ -1,73 +1,18 @@
-"""The database side of the Prometheus metrics: one statement that reads everything a scrape
-shows about the database (app/observability/database.py caches it).
-
-Every part of the statement is an index probe or reads the live set only: counts per queue use
-the partial indexes of the live states, the lags read the first entry of the scheduler's
-partial indexes, and dead tuples come from ``pg_stat_user_tables``. Finished messages (kept
-until their retention passes) and ``message_history`` are never counted here.
+"""The database side of the Prometheus metrics: runs the statements of
+:mod:`app.store.sql.stats` (app/observability/database.py caches what they read).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.readings import DatabaseStats, QueueDepth, TableTuples
+from app.store.sql.stats import DATABASE_STATS, QUEUES_LIST_IDS
 
 LEADER_FRESH_SECONDS = 5.0
 """A scheduler node counts as leading while its heartbeat (every second) is this recent."""
-
-# One round trip, one statement. Each scalar subquery names the partial index it probes.
-DATABASE_STATS: Final[TextClause] = text(
-    """
-    SELECT
-        -- Live messages per queue and state: messages_pending_idx, messages_invisible_idx,
-        -- messages_lease_idx (the partial indexes of the three live states).
-        (SELECT coalesce(json_agg(json_build_object(
-                    'id', q.id, 'namespace', q.namespace, 'queue', q.name,
-                    'invisible', coalesce(i.n, 0), 'pending', coalesce(p.n, 0),
-                    'running', coalesce(r.n, 0),
-                    'oldest_pending_age', extract(epoch FROM now() - p.oldest))
-                ORDER BY q.namespace, q.name), '[]'::json)
-         FROM queues q
-         LEFT JOIN (SELECT queue_id, count(*) AS n, min(visible_at) AS oldest FROM messages
-                    WHERE state = 'pending' GROUP BY queue_id) p ON p.queue_id = q.id
-         LEFT JOIN (SELECT queue_id, count(*) AS n FROM messages
-                    WHERE state = 'invisible' GROUP BY queue_id) i ON i.queue_id = q.id
-         LEFT JOIN (SELECT queue_id, count(*) AS n FROM messages
-                    WHERE state = 'running' GROUP BY queue_id) r ON r.queue_id = q.id
-        ) AS queues,
-        -- How overdue the scheduler's most overdue work is (0 when nothing is due):
-        -- promotion (messages_invisible_idx), lease release (messages_lease_idx), expiry
-        -- (messages_expires_idx). Each is the first entry of its index.
-        (SELECT coalesce(extract(epoch FROM now() - min(visible_at)), 0) FROM messages
-         WHERE state = 'invisible' AND visible_at <= now()) AS promotion_lag,
-        (SELECT coalesce(extract(epoch FROM now() - min(lease_expires_at)), 0) FROM messages
-         WHERE state = 'running' AND lease_expires_at <= now()) AS lease_release_lag,
-        (SELECT coalesce(extract(epoch FROM now() - min(expires_at)), 0) FROM messages
-         WHERE expires_at IS NOT NULL AND state IN ('invisible', 'pending', 'running')
-           AND expires_at <= now()) AS expiry_lag,
-        (SELECT count(*) FROM scheduler_nodes
-         WHERE is_leader AND heartbeat_at > now() - make_interval(secs => :fresh_seconds)
-        ) AS leaders,
-        -- Dead and live tuples per table; the daily history partitions are summed as one.
-        (SELECT coalesce(json_agg(json_build_object(
-                    'table', t.name, 'dead', t.dead, 'live', t.live) ORDER BY t.name), '[]'::json)
-         FROM (SELECT CASE WHEN relname LIKE 'message\\_history\\_%' THEN 'message_history'
-                           ELSE relname END AS name,
-                      sum(n_dead_tup) AS dead, sum(n_live_tup) AS live
-               FROM pg_stat_user_tables WHERE schemaname = 'public'
-               GROUP BY 1) t
-        ) AS tables
-    """
-)
-
-
-LIVE_QUEUES: Final[TextClause] = text("SELECT id FROM queues")
-"""The ids of the queues that exist now (an index-only scan of the primary key): what a scrape
-checks every per-queue series against, so a deleted queue's series are gone at once."""
 
 
 def _queue(row: dict[str, Any]) -> QueueDepth:
@@ -84,7 +29,7 @@ def _queue(row: dict[str, Any]) -> QueueDepth:
 
 
 async def read_database_stats(engine: AsyncEngine) -> DatabaseStats:
-    """Run :data:`DATABASE_STATS` once."""
+    """Run :data:`~app.store.sql.stats.DATABASE_STATS` once."""
     async with engine.connect() as conn:
         row = (await conn.execute(DATABASE_STATS, {"fresh_seconds": LEADER_FRESH_SECONDS})).one()
         await conn.rollback()
@@ -99,8 +44,8 @@ async def read_database_stats(engine: AsyncEngine) -> DatabaseStats:
 
 
 async def read_live_queue_ids(engine: AsyncEngine) -> frozenset[int]:
-    """Run :data:`LIVE_QUEUES` once."""
+    """Run :data:`~app.store.sql.stats.QUEUES_LIST_IDS` once."""
     async with engine.connect() as conn:
-        ids = (await conn.execute(LIVE_QUEUES)).scalars().all()
+        ids = (await conn.execute(QUEUES_LIST_IDS)).scalars().all()
         await conn.rollback()
     return frozenset(ids)

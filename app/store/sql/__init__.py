@@ -10,7 +10,11 @@
 - :mod:`~app.store.sql.retry`: the rule of a failed attempt (retry, backoff or dead letter);
 - :mod:`~app.store.sql.scheduler`: the scheduler's passes (promotion, lease release, expiry,
   archiving into history, statistics);
-- :mod:`~app.store.sql.leadership`: the scheduler's leader lock and heartbeats.
+- :mod:`~app.store.sql.leadership`: the scheduler's leader lock and heartbeats;
+- :mod:`~app.store.sql.insights`: the dashboard's reads (series per minute, exclusive values)
+  and its guarded delete;
+- :mod:`~app.store.sql.stats`: the metrics' one statement and the queues' ids;
+- :mod:`~app.store.sql.sessions`: ``dashboard_sessions``.
 
 A statement's name says what it does and, after ``IF``, what must hold for it to change a row,
 in the manner of River's ``JobSetStateIfRunningMany``: ``MESSAGE_COMPLETE_IF_LEASED`` completes a

@@ -5,6 +5,7 @@ partitions it needs, and the hot table's statistics. Each is batched (``:batch``
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Final
 
 from sqlalchemy import TextClause, text
@@ -156,6 +157,29 @@ HISTORY_PARTITIONS: Final[TextClause] = text(
     WHERE p.relname = 'message_history' AND NOT i.inhdetachpending
     """
 )
+
+
+# A history partition is made as a table of its own, then attached (app/store/maintenance.py,
+# ensure_history_partitions says why). These are DDL, so the name and the bounds are written
+# into the text: callers pass a name made from a date, never input.
+def history_partition_lock_timeout(milliseconds: int) -> TextClause:
+    """How long the rest of the transaction may wait for a lock."""
+    return text(f"SET LOCAL lock_timeout = '{milliseconds}ms'")
+
+
+def history_partition_create(name: str) -> TextClause:
+    """A table shaped like ``message_history``, to be attached as its partition ``name``."""
+    return text(f"CREATE TABLE {name} (LIKE message_history INCLUDING DEFAULTS)")
+
+
+def history_partition_attach(name: str, day: date) -> TextClause:
+    """Attach the table ``name`` to ``message_history`` as the partition of ``day`` (UTC)."""
+    return text(
+        f"ALTER TABLE message_history ATTACH PARTITION {name} "
+        f"FOR VALUES FROM ('{day.isoformat()}T00:00:00Z') "
+        f"TO ('{(day + timedelta(days=1)).isoformat()}T00:00:00Z')"
+    )
+
 
 DATABASE_TODAY: Final[TextClause] = text("SELECT (now() AT TIME ZONE 'UTC')::date AS today")
 
