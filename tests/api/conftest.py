@@ -40,7 +40,7 @@ def make_settings(database_url: str | None, **overrides: Any) -> Settings:
         "max_payload_bytes": PAYLOAD_LIMIT,
         "max_body_bytes": BODY_LIMIT,
         # Tests send many unknown or revoked tokens from one address; the throttle of failed
-        # authentication has tests of its own (tests/api/test_throttle.py), which turn it on.
+        # authentication has tests of its own (tests/web/test_throttle.py), which turn it on.
         "auth_failure_limit": 0,
     }
     values.update(overrides)

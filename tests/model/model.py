@@ -1,5 +1,8 @@
 """An in-memory model of Sundial's message life cycle, written from docs/concepts.md alone.
 
+One module though over 400 lines: one model of the spec, to be read as a whole against
+docs/concepts.md (the choices it makes, listed below, and the operations that make them).
+
 It covers states and transitions with fenced leases, per-message overrides and retry backoff,
 exclusive queues and order, for the operations of ``QueueService`` that a
 :mod:`tests.model.test_stateful` machine drives. It deliberately imports nothing from ``app``:

@@ -1,6 +1,9 @@
 """Model-based test: random operation sequences on the real ``QueueService`` and a real database,
 checked step by step against the in-memory model of docs/concepts.md in :mod:`tests.model.model`.
 
+One module though over 400 lines: one Hypothesis state machine, whose rules and invariant share
+its state and cannot be split without changing it.
+
 The machine drives two queues of one namespace — ``jobs`` (simple) and ``builds`` (exclusive on
 ``project``, default delay and retry backoff) — with enqueue (batches, duplicate and
 server-generated ids, delays, TTLs, priorities, max_attempts 1-3, sometimes an invalid message),
@@ -17,10 +20,12 @@ durations are multiples of 60 s, so the few seconds of real time an example take
 comparison across a boundary (the model says "due" exactly when the data has been moved to or past
 ``now()``, and real time only adds to that).
 
-**Database.** One database for the whole module (cloned once from the migrated template); each
-example starts with ``TRUNCATE … RESTART IDENTITY CASCADE`` and recreates the namespace and
-queues. The service runs on an event loop this module owns (``asyncio.Runner``) with its own
+**Database.** One database for the whole module (the ``harness`` fixture of
+tests/model/conftest.py, cloned once from the migrated template); each example starts with
+``TRUNCATE … RESTART IDENTITY CASCADE`` and recreates the namespace and queues. The service runs
+on an event loop the harness owns (``asyncio.Runner``, in tests/model/harness.py) with its own
 engine, because Hypothesis state machines are synchronous; the tests here are plain functions.
+Regression tests for bugs the machine found are in tests/model/test_regressions.py.
 
 **Runs.** By default a bounded, derandomized (deterministic) run for CI: 60 examples of 30 steps
 (about 15 s here). A longer, randomized exploration::
@@ -34,16 +39,13 @@ engine, because Hypothesis state machines are synchronous; the tests here are pl
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-import pytest
-import sqlalchemy as sa
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -54,9 +56,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap.database import create_engine
 from app.core.errors import (
     InvalidStateError,
     LeaseMismatchError,
@@ -65,32 +65,10 @@ from app.core.errors import (
     SundialError,
     ValidationError,
 )
-from app.core.maintenance import TickResult
-from app.core.models import LeasedMessage, Message, MessageChanges, NewMessage, QueueConfig
-from app.core.service import QueueService
-from app.core.validation import Limits
-from app.store import maintenance
-from app.store.postgres import PostgresStore
+from app.core.models import LeasedMessage, Message, MessageChanges, NewMessage
 from tests.model import model as M
+from tests.model.harness import EXCLUSIVE, KEY, NS, QUEUE_NAMES, QUEUE_SPECS, Harness, T
 
-T = TypeVar("T")
-
-NS = "model"
-SIMPLE, EXCLUSIVE = "jobs", "builds"
-KEY = "project"
-QUEUE_SPECS = (
-    M.QueueSpec(SIMPLE, lease_seconds=60, max_attempts=3),
-    M.QueueSpec(
-        EXCLUSIVE,
-        exclusive_key=KEY,
-        lease_seconds=120,
-        delay_seconds=60,
-        max_attempts=2,
-        retry_delay_seconds=60,
-        retry_delay_max_seconds=120,
-    ),
-)
-QUEUE_NAMES = tuple(spec.name for spec in QUEUE_SPECS)
 ID_POOL = tuple(f"m{i}" for i in range(10))
 NEVER_IDS = ("ghost", "not an id!")  # never enqueued; the second is not even well-formed
 VALUES = ("a", "b", "c")
@@ -114,100 +92,6 @@ ERRORS: dict[str, type[SundialError]] = {
     M.VALIDATION: ValidationError,
     M.PAUSED: QueuePausedError,
 }
-
-
-# --- the database side ---------------------------------------------------------------------------
-
-
-async def _make_engine(url: str) -> AsyncEngine:
-    return create_engine(url, pool_size=2)
-
-
-ROWS = sa.text(
-    """
-    SELECT q.name AS queue, m.id, m.seq, m.state::text AS state, m.priority, m.attempts,
-           coalesce(m.max_attempts, q.max_attempts) AS max_attempts, m.exclusive_value,
-           m.lease_id::text AS lease_id, m.last_error,
-           extract(epoch FROM m.visible_at - now())::float AS visible_in,
-           extract(epoch FROM m.lease_expires_at - now())::float AS lease_in,
-           extract(epoch FROM m.expires_at - now())::float AS expires_in
-    FROM messages m JOIN queues q ON q.id = m.queue_id
-    ORDER BY m.seq
-    """
-)
-
-# Time passes: every timestamp of every message moves into the past by :secs, in one statement.
-SHIFT = sa.text(
-    """
-    UPDATE messages SET
-        visible_at = visible_at - make_interval(secs => :secs),
-        lease_expires_at = lease_expires_at - make_interval(secs => :secs),
-        expires_at = expires_at - make_interval(secs => :secs),
-        enqueued_at = enqueued_at - make_interval(secs => :secs),
-        updated_at = updated_at - make_interval(secs => :secs),
-        leased_at = leased_at - make_interval(secs => :secs),
-        first_leased_at = first_leased_at - make_interval(secs => :secs),
-        finished_at = finished_at - make_interval(secs => :secs)
-    """
-)
-
-
-class Harness:
-    """A database, an event loop of our own, an engine made inside it, and the service."""
-
-    def __init__(self, url: str) -> None:
-        self.runner = asyncio.Runner()
-        self.engine = self.run(_make_engine(url))
-        self.service = QueueService(PostgresStore(self.engine), limits=Limits())
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.runner.run(coro)
-
-    def close(self) -> None:
-        self.run(self.engine.dispose())
-        self.runner.close()
-
-    async def reset(self) -> None:
-        """Empty the database and create the namespace and queues again."""
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                sa.text("TRUNCATE namespaces, tokens, queues, messages RESTART IDENTITY CASCADE")
-            )
-        await self.service.create_namespace(NS)
-        for spec in QUEUE_SPECS:
-            config = QueueConfig(
-                kind="exclusive" if spec.exclusive_key else "simple",
-                exclusive_key=spec.exclusive_key,
-                lease_seconds=spec.lease_seconds,
-                delay_seconds=spec.delay_seconds,
-                max_attempts=spec.max_attempts,
-                retry_delay_seconds=spec.retry_delay_seconds,
-                retry_delay_max_seconds=spec.retry_delay_max_seconds,
-            )
-            await self.service.put_queue(NS, spec.name, config)
-
-    async def shift(self, seconds: int) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(SHIFT, {"secs": seconds})
-
-    async def tick(self) -> TickResult:
-        async with self.engine.connect() as conn:
-            return await maintenance.tick(conn)
-
-    async def rows(self) -> list[dict[str, Any]]:
-        async with self.engine.begin() as conn:
-            return [dict(row) for row in (await conn.execute(ROWS)).mappings()]
-
-
-@pytest.fixture(scope="module")
-def harness(postgres: Any) -> Iterator[Harness]:
-    name = postgres.create()
-    h = Harness(postgres.url(name))
-    try:
-        yield h
-    finally:
-        h.close()
-        postgres.drop(name)
 
 
 # --- the machine -------------------------------------------------------------------------------
@@ -666,44 +550,3 @@ class QueueMachine(RuleBasedStateMachine):
 def test_service_matches_model(harness: Harness) -> None:
     QueueMachine.harness = harness
     run_state_machine_as_test(QueueMachine, settings=SETTINGS)
-
-
-# --- regression tests for bugs the machine found ---------------------------------------------
-
-
-@pytest.fixture
-def fresh(harness: Harness) -> Harness:
-    harness.run(harness.reset())
-    return harness
-
-
-@pytest.mark.parametrize("queue", QUEUE_NAMES)
-def test_due_messages_are_served_by_priority(fresh: Harness, queue: str) -> None:
-    """Order without concurrency: of due messages the lowest priority goes first, whether or not
-    the scheduler has promoted them yet (found by the machine). The exclusive dequeue looks at 4 due
-    messages per requested one, so there it takes 4 earlier ones to hide the urgent one."""
-    service = fresh.service
-    earlier = 1 if queue == SIMPLE else 4
-    batch = [
-        NewMessage(id=f"late{i}", priority=5, delay_seconds=60, metadata={KEY: f"v{i}"})
-        for i in range(earlier)
-    ]
-    batch.append(NewMessage(id="urgent", priority=-5, delay_seconds=120, metadata={KEY: "u"}))
-    fresh.run(service.enqueue(NS, queue, batch))
-    fresh.run(fresh.shift(120))  # all due; no scheduler tick
-    leased = fresh.run(service.dequeue(NS, queue, count=1))
-    assert [m.id for m in leased] == ["urgent"]
-
-
-def test_exclusive_batch_takes_one_message_of_every_free_value(fresh: Harness) -> None:
-    """A batch of 2 takes the best message of value ``a`` and the one of value ``b``, however
-    many ``a`` messages rank before ``b`` (found by the machine: the claim used to look at
-    ``4 * count`` candidates only)."""
-    service = fresh.service
-    batch = [
-        NewMessage(id=f"a{i}", priority=i, delay_seconds=0, metadata={KEY: "a"}) for i in range(8)
-    ]
-    batch.append(NewMessage(id="b", priority=100, delay_seconds=0, metadata={KEY: "b"}))
-    fresh.run(service.enqueue(NS, EXCLUSIVE, batch))
-    leased = fresh.run(service.dequeue(NS, EXCLUSIVE, count=2))
-    assert [m.id for m in leased] == ["a0", "b"]

@@ -24,7 +24,7 @@ from app.database_url import psycopg_dsn
 from app.store.paths import driver_sql
 from app.store.postgres import PostgresStore
 from app.store.sql.reads import MESSAGES_STATES
-from tests.concurrency.test_leases import wait_for_lock_wait
+from tests.concurrency.helpers import wait_for_lock_wait
 from tests.helpers import fetch, make_queue
 
 Hook = Callable[[], Awaitable[None]]

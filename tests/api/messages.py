@@ -1,0 +1,40 @@
+"""What the message tests of the API share: the fields a message and a lease show, and the
+enqueue and dequeue calls many of them start with."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from tests.api.conftest import Caller
+
+MESSAGE_FIELDS = {
+    "id", "state", "priority", "payload", "metadata", "attempts", "max_attempts",
+    "lease_seconds", "lease_id", "lease_expires_at", "visible_at", "expires_at", "enqueued_at",
+    "updated_at", "finished_at", "last_error", "exclusive_value",
+}  # fmt: skip
+LEASED_FIELDS = {
+    "id", "lease_id", "lease_expires_at", "attempt", "priority", "payload", "metadata",
+    "enqueued_at",
+}  # fmt: skip
+
+
+async def enqueue(caller: Caller, queue: str, *messages: dict[str, Any]) -> list[dict[str, Any]]:
+    """Enqueue ``messages`` into ``queue`` (201 expected); the answer's per-message outcomes."""
+    response = await caller.post(f"{queue}/messages", json={"messages": list(messages)})
+    assert response.status_code == 201, response.text
+    result: list[dict[str, Any]] = response.json()["messages"]
+    return result
+
+
+async def dequeue(caller: Caller, queue: str, **body: Any) -> list[dict[str, Any]]:
+    """Dequeue from ``queue`` with this request ``body`` (200 expected); the leased messages."""
+    response = await caller.post(f"{queue}/dequeue", json=body)
+    assert response.status_code == 200, response.text
+    result: list[dict[str, Any]] = response.json()["messages"]
+    return result
+
+
+def parse(stamp: str) -> datetime:
+    """A timestamp of the API's answers, as a datetime."""
+    return datetime.fromisoformat(stamp)
