@@ -6,7 +6,7 @@ Usage (from the top of the checkout)::
     .venv/bin/python -m tests.faults --duration 300 --seed 7 --verbose --keep
     .venv/bin/python -m tests.faults --ha --duration 300        # on a pg_auto_failover formation
 
-Every fault type of :data:`tests.faults.harness.FAULTS` is injected in shuffled rounds, one after
+Every fault type of :data:`tests.faults.config.FAULTS` is injected in shuffled rounds, one after
 another with ``--gap`` seconds of undisturbed traffic before each, until ``--duration`` seconds
 of traffic have passed; then producers stop, the system drains and the checks run. ``--faults``
 restricts the campaign to some fault types (e.g. ``--faults leader_partition,leader_pause``);
@@ -14,7 +14,7 @@ restricts the campaign to some fault types (e.g. ``--faults leader_partition,lea
 
 ``--ha`` runs the servers on a pg_auto_failover formation (a monitor, a primary and its
 synchronous standby; needs ``pg_autoctl``) and injects the faults of
-:data:`tests.faults.harness.HA_CAMPAIGN_FAULTS`: the formation's own (``switchover``,
+:data:`tests.faults.config.HA_CAMPAIGN_FAULTS`: the formation's own (``switchover``,
 ``kill_primary``, ``stop_standby``) and the server faults that need no proxy. The report gives
 the write outage of every fault, and per fault type (count, median, max).
 
@@ -28,7 +28,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tests.faults.harness import FAULTS, HA_FAULTS, CampaignConfig, run_campaign
+from tests.faults.campaign import run_campaign
+from tests.faults.config import FAULTS, HA_FAULTS, CampaignConfig
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,27 +35,17 @@ from app.embedded import LocalCluster
 from app.store import migrate
 from app.store.postgres import PostgresStore
 from app.store.sql.claim import messages_claim
-from tests.faults.harness import (
-    EXCLUSIVE,
-    EXCLUSIVE_KEY,
-    NAMESPACE,
-    SIMPLE,
-    AckAttempt,
-    CampaignConfig,
-    Database,
-    DbRow,
-    Delivery,
-    EnqueueAck,
-    ExclusivityWatcher,
-    History,
-    Report,
-    WatcherHit,
+from tests.faults.checks import (
     check_duplicates,
     check_exclusivity,
     check_fencing,
     check_lost,
     run_checks,
 )
+from tests.faults.config import EXCLUSIVE, EXCLUSIVE_KEY, NAMESPACE, SIMPLE, CampaignConfig
+from tests.faults.database import Database, ExclusivityWatcher
+from tests.faults.history import AckAttempt, DbRow, Delivery, EnqueueAck, History, WatcherHit
+from tests.faults.report import Report
 
 T0 = 1_800_000_000.0
 LEASE = 2

@@ -1,8 +1,8 @@
 """The CI-sized fault campaign: every fault type once, under traffic, against real processes.
 
 Two ``sundial serve`` processes, each behind its fault proxy, one PostgreSQL cluster, producers and
-consumers on a simple and an exclusive queue, and every fault of ``harness.FAULTS`` one after
-another (see :mod:`tests.faults.harness`): about 60-90 s in all on a two-core machine. The
+consumers on a simple and an exclusive queue, and every fault of ``config.FAULTS`` one after
+another (see :mod:`tests.faults.campaign`): about 60-90 s in all on a two-core machine. The
 guarantees of docs/concepts.md must hold throughout: nothing acknowledged is lost, no stale lease
 completes, no exclusive value ever runs twice, and the scheduler fails over within 5 s.
 
@@ -30,21 +30,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.faults.harness import (
-    FAULTS,
-    HA_FAULTS,
-    NAMESPACE,
-    SIMPLE,
-    Campaign,
-    CampaignConfig,
-    FaultEvent,
-    History,
-    Injector,
-    Report,
-    run_campaign,
-    schedule,
-    write_outage,
-)
+from tests.faults.campaign import Campaign, run_campaign, schedule
+from tests.faults.config import FAULTS, HA_FAULTS, NAMESPACE, SIMPLE, CampaignConfig
+from tests.faults.history import FaultEvent, History
+from tests.faults.injector import Injector
+from tests.faults.report import Report, write_outage
 
 
 def assert_guarantees(report: Report) -> None:
