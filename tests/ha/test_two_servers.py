@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
@@ -108,8 +109,11 @@ def test_killing_the_leading_server_loses_nothing_and_moves_the_lead(
                 while not (producing_done.is_set() and completed >= set(produced)):
                     try:
                         leased = client.dequeue(QUEUE, count=10, wait_seconds=1)
-                    except SundialError:
-                        continue  # dequeue is not retried by the client: ask again
+                    except (SundialError, httpx.TransportError):
+                        # Dequeue is not retried by the client (a lease may have been granted
+                        # when the connection broke: it expires and the message comes back).
+                        # The server it was on may just have been killed: ask again.
+                        continue
                     for message in leased:
                         client.complete(QUEUE, message.id, message.lease_id)
                         completed.add(message.id)
