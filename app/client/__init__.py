@@ -38,9 +38,10 @@ from app.client.models import (
     Queue,
     Token,
 )
+from app.client.outcomes import Retry
 from app.client.retry import RetryPolicy
 from app.client.sync_client import Client
-from app.client.worker import Retry, Worker, WorkerStats
+from app.client.worker import Worker, WorkerStats
 
 __all__ = [
     "AckResult",

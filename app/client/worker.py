@@ -5,10 +5,14 @@ heartbeat while it runs, complete or fail it, and shut down gracefully.
 
     ┌────────── while not stopping ───────────┐
     │ free slots? ── dequeue(count=free,       │    each message, in its own task:
-    │                wait_seconds=20) ─────────┼──► handler(message) ── returns ──► complete
+    │                wait_seconds=20) ─────────┼──► handler(message) ── returns ──► complete (*)
     └──────────────────────────────────────────┘        │ every lease/3: extend  └ raises ──► fail
     stop() / SIGTERM: stop leasing; wait up to shutdown_timeout for running handlers; release
     (fail with retry delay 0) what is still running; a second signal releases at once.
+
+(*) A handler's slot is free once it returns; its completion travels meanwhile, gathered with
+the others that finish while an acknowledgement is on its way (:mod:`app.client.acks`). What the
+worker tells the server about each message is :mod:`app.client.outcomes`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from typing import Any
 
 import httpx
 
-from app.client import reply
 from app.client.async_client import AsyncClient
 from app.client.calls import MAX_WAIT_SECONDS
 from app.client.errors import (
@@ -37,24 +40,13 @@ from app.client.errors import (
     RateLimited,
     Unavailable,
 )
-from app.client.models import Leased, Message
+from app.client.models import Leased
+from app.client.outcomes import Outcomes
 
 log = logging.getLogger("sundial.worker")
 
 Handler = Callable[[Leased], Any]
 """Takes the leased message; returns (or, if async, resolves to) the reply, if any."""
-
-MAX_ERROR_CHARS = 4000
-"""Longest error text sent with a fail (the server keeps up to 4096)."""
-RELEASE_ERROR = "released: worker shut down"
-
-
-class Retry(Exception):
-    """Raise from a handler to fail this attempt with a given retry delay (seconds)."""
-
-    def __init__(self, delay_seconds: int, message: str = "retry requested") -> None:
-        super().__init__(message)
-        self.delay_seconds = delay_seconds
 
 
 @dataclass(frozen=True)
@@ -132,6 +124,9 @@ class Worker:
         self._changed = asyncio.Event()
         self._stop_requests = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        """One per message whose handler runs (or whose failure is being reported)."""
+        self._settling: set[asyncio.Task[None]] = set()
+        """Completions on their way to the server: they no longer hold a slot."""
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -197,6 +192,7 @@ class Worker:
         """Run in the current event loop until :meth:`stop` (or, in burst mode, until idle)."""
         self._loop = asyncio.get_running_loop()
         client = self._client or AsyncClient(self._url, self._token)
+        self._outcomes = Outcomes(client, self.queue, self._count)
         executor = concurrent.futures.ThreadPoolExecutor(
             self.concurrency, thread_name_prefix="sundial-handler"
         )
@@ -221,9 +217,10 @@ class Worker:
         failures = 0
         try:
             while not self._stopping.is_set():
-                free = self.concurrency - len(self._tasks)
+                free = self._free_slots()
                 if free <= 0:
-                    await asyncio.wait({stop, *self._tasks}, return_when=asyncio.FIRST_COMPLETED)
+                    busy = {stop, *self._tasks, *self._settling}
+                    await asyncio.wait(busy, return_when=asyncio.FIRST_COMPLETED)
                     continue
                 poll = asyncio.create_task(
                     client.dequeue(
@@ -260,6 +257,12 @@ class Worker:
         finally:
             stop.cancel()
 
+    def _free_slots(self) -> int:
+        """Messages the worker may lease now: one per idle handler, less any completions on
+        their way beyond ``concurrency`` (so a slow server bounds what the worker holds)."""
+        overflow = max(0, len(self._settling) - self.concurrency)
+        return self.concurrency - len(self._tasks) - overflow
+
     def _start(
         self,
         client: AsyncClient,
@@ -274,19 +277,33 @@ class Worker:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._log_crash(task)
+
+    def _settled(self, task: asyncio.Task[None]) -> None:
+        self._settling.discard(task)
+        self._log_crash(task)
+
+    def _log_crash(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and (error := task.exception()) is not None:
             log.error("worker task crashed", exc_info=error)
         self._changed.set()
 
     async def _drain(self) -> None:
-        if not self._tasks:
+        if self._tasks:
+            log.info(
+                "stopping: waiting up to %.0f s for %d handlers",
+                self.shutdown_timeout,
+                len(self._tasks),
+            )
+            await self._wait_or_cancel(self._tasks)
+        # Then the completions still on their way (a cancelled one leaves its lease to expire:
+        # the message comes back, as after a crash).
+        await self._wait_or_cancel(self._settling)
+
+    async def _wait_or_cancel(self, tasks: set[asyncio.Task[None]]) -> None:
+        if not tasks:
             return
-        log.info(
-            "stopping: waiting up to %.0f s for %d handlers",
-            self.shutdown_timeout,
-            len(self._tasks),
-        )
-        _, pending = await asyncio.wait(set(self._tasks), timeout=self.shutdown_timeout)
+        _, pending = await asyncio.wait(set(tasks), timeout=self.shutdown_timeout)
         for task in pending:
             task.cancel()
         if pending:
@@ -306,13 +323,17 @@ class Worker:
             await self._heartbeat_until_done(client, message, work, lease)
         except asyncio.CancelledError:
             work.cancel()
-            await self._release(client, message)
+            await self._outcomes.release(message)
             raise
         error = work.exception()
         if error is None:
-            await self._complete(client, message, work.result())
+            # The handler is done: its slot is free for the next message while the completion
+            # travels (pipelined, and gathered with others into one acknowledgement).
+            settle = asyncio.create_task(self._outcomes.complete(message, work.result()))
+            self._settling.add(settle)
+            settle.add_done_callback(self._settled)
         else:
-            await self._fail(client, message, error)
+            await self._outcomes.fail(message, error)
 
     async def _call_handler(self, executor: concurrent.futures.Executor, message: Leased) -> Any:
         if inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(
@@ -343,47 +364,6 @@ class Worker:
                 log.warning("lease of %s lost while its handler runs: %s", message.id, error)
             except (httpx.TransportError, ApiError) as error:
                 log.warning("heartbeat of %s failed: %s", message.id, error)
-
-    async def _complete(self, client: AsyncClient, message: Leased, result: Any) -> None:
-        address = reply.reply_address(self.queue, message)
-        try:
-            if address is not None:
-                await client.enqueue_many(address, [reply.reply_message(message.id, result=result)])
-            await client.complete(self.queue, message.id, message.lease_id)
-            self._count(completed=1)
-        except (LeaseMismatch, InvalidState, NotFound) as error:
-            self._count(lost=1)
-            log.warning("result of %s refused: %s", message.id, error)
-        except (httpx.TransportError, ApiError, TypeError) as error:
-            log.error("could not complete %s: %s", message.id, error)
-
-    async def _fail(self, client: AsyncClient, message: Leased, error: BaseException) -> None:
-        text = f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
-        delay = error.delay_seconds if isinstance(error, Retry) else None
-        log.info("handler failed on %s (attempt %d): %s", message.id, message.attempt, text)
-        try:
-            failed: Message = await client.fail(
-                self.queue, message.id, message.lease_id, text, retry_delay_seconds=delay
-            )
-            self._count(failed=1)
-            address = reply.reply_address(self.queue, message)
-            if failed.state == "errored" and address is not None:
-                await client.enqueue_many(address, [reply.reply_message(message.id, error=text)])
-        except (LeaseMismatch, InvalidState, NotFound) as refused:
-            self._count(lost=1)
-            log.warning("failure of %s refused: %s", message.id, refused)
-        except (httpx.TransportError, ApiError) as unsent:
-            log.error("could not fail %s: %s", message.id, unsent)
-
-    async def _release(self, client: AsyncClient, message: Leased) -> None:
-        """Give an unfinished message back now rather than when its lease expires."""
-        try:
-            await client.fail(
-                self.queue, message.id, message.lease_id, RELEASE_ERROR, retry_delay_seconds=0
-            )
-            self._count(released=1)
-        except (httpx.TransportError, ApiError) as error:
-            log.warning("could not release %s (its lease will expire): %s", message.id, error)
 
     # --- stats -----------------------------------------------------------------------------------
 

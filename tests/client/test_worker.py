@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 
 from app.client import (
@@ -18,10 +19,11 @@ from app.client import (
     CallTimeout,
     Client,
     Leased,
+    NewMessage,
     Retry,
     Worker,
 )
-from app.client.worker import RELEASE_ERROR
+from app.client.outcomes import RELEASE_ERROR
 from tests.client.conftest import FAST_RETRY
 from tests.client.handlers import echo
 
@@ -196,3 +198,60 @@ def test_sync_client_call_times_out(q: str, client: Client) -> None:
     with pytest.raises(TimeoutError):
         client.call(q, None, timeout=1)
     assert FAST_RETRY.attempts == 3
+
+
+class CountingTransport(httpx.AsyncHTTPTransport):
+    """Counts the requests sent to each kind of endpoint (the path's last segment)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: dict[str, int] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        kind = request.url.path.rsplit("/", 1)[-1]
+        self.sent[kind] = self.sent.get(kind, 0) + 1
+        return await super().handle_async_request(request)
+
+
+async def test_completions_that_finish_together_share_one_acknowledgement(
+    q: str, server: str, token: str
+) -> None:
+    transport = CountingTransport()
+    async with AsyncClient(server, token, retry=FAST_RETRY, transport=transport) as aclient:
+        await aclient.put_queue(q)
+        await aclient.enqueue_many(q, [NewMessage(id=f"m{i}", payload=i) for i in range(8)])
+        gate = asyncio.Event()
+
+        async def held(message: Leased) -> None:
+            await gate.wait()
+
+        worker = Worker(q, held, client=aclient, concurrency=8, wait_seconds=1)
+        async with running(worker):
+            await worker.wait_for(lambda s: s.running == 8, TIMEOUT)
+            gate.set()
+            stats = await worker.wait_for(lambda s: s.completed == 8, TIMEOUT)
+        messages = {m.id: (m.state, m.attempts) async for m in aclient.messages(q)}
+    assert messages == {f"m{i}": ("completed", 1) for i in range(8)}
+    assert (stats.completed, stats.lost, stats.failed) == (8, 0, 0)
+    # Eight handlers returned at once: their completions went out in one or two
+    # acknowledgements (the first may leave alone), not one request each.
+    assert transport.sent.get("complete", 0) == 0
+    assert 1 <= transport.sent["ack"] <= 2
+
+
+async def test_a_refused_item_of_an_acknowledgement_counts_as_lost(
+    q: str, aclient: AsyncClient
+) -> None:
+    await aclient.put_queue(q)
+    await aclient.enqueue_many(q, [NewMessage(id=f"m{i}", payload=i) for i in range(2)])
+
+    async def cancel_the_first(message: Leased) -> None:
+        if message.id == "m0":  # taken away while its handler runs: its result must be refused
+            await aclient.cancel(q, message.id, force=True, reason="taken away")
+
+    worker = Worker(q, cancel_the_first, client=aclient, concurrency=2, wait_seconds=1)
+    async with running(worker):
+        stats = await worker.wait_for(lambda s: s.completed + s.lost == 2, TIMEOUT)
+    assert (stats.completed, stats.lost) == (1, 1)
+    states = {m.id: m.state async for m in aclient.messages(q)}
+    assert states == {"m0": "canceled", "m1": "completed"}

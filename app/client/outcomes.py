@@ -1,0 +1,96 @@
+"""What a worker tells the server about one message: its handler returned (complete, through
+the batched :class:`~app.client.acks.Completions`), raised (fail, with the handler's error and
+retry delay), or was stopped unfinished at shutdown (release). A reply is sent first where the
+message asks for one (:mod:`app.client.reply`). A refusal because the lease is no longer the
+message's is counted as ``lost``; nothing here raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from app.client import reply
+from app.client.acks import Completions
+from app.client.async_client import AsyncClient
+from app.client.errors import ApiError, InvalidState, LeaseMismatch, NotFound
+from app.client.models import Leased, Message
+
+MAX_ERROR_CHARS = 4000
+"""Longest error text sent with a fail (the server keeps up to 4096)."""
+RELEASE_ERROR = "released: worker shut down"
+LEASE_LOST = frozenset({"lease_mismatch", "invalid_state", "not_found"})
+"""Error codes of an acknowledgement item whose lease is no longer the message's."""
+
+log = logging.getLogger("sundial.worker")
+
+
+class Retry(Exception):
+    """Raise from a handler to fail this attempt with a given retry delay (seconds)."""
+
+    def __init__(self, delay_seconds: int, message: str = "retry requested") -> None:
+        super().__init__(message)
+        self.delay_seconds = delay_seconds
+
+
+class Outcomes:
+    """Reports each message's outcome on ``queue`` and counts it with ``count`` (``completed``,
+    ``failed``, ``released`` or ``lost``)."""
+
+    def __init__(self, client: AsyncClient, queue: str, count: Callable[..., None]) -> None:
+        self._client = client
+        self._queue = queue
+        self._count = count
+        self._completions = Completions(client, queue)
+
+    async def complete(self, message: Leased, result: Any) -> None:
+        """The handler returned ``result``: reply if asked, then complete."""
+        address = reply.reply_address(self._queue, message)
+        try:
+            if address is not None:
+                reply_to = [reply.reply_message(message.id, result=result)]
+                await self._client.enqueue_many(address, reply_to)
+            outcome = await self._completions.complete(message.id, message.lease_id)
+        except (httpx.TransportError, ApiError, TypeError) as error:
+            log.error("could not complete %s: %s", message.id, error)
+            return
+        if outcome.ok:
+            self._count(completed=1)
+        elif outcome.error in LEASE_LOST:
+            self._count(lost=1)
+            log.warning("result of %s refused: %s", message.id, outcome.error)
+        else:
+            log.error("could not complete %s: %s", message.id, outcome.error)
+
+    async def fail(self, message: Leased, error: BaseException) -> None:
+        """The handler raised ``error``: fail the attempt (and reply if it was the last)."""
+        text = f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
+        delay = error.delay_seconds if isinstance(error, Retry) else None
+        log.info("handler failed on %s (attempt %d): %s", message.id, message.attempt, text)
+        try:
+            failed: Message = await self._client.fail(
+                self._queue, message.id, message.lease_id, text, retry_delay_seconds=delay
+            )
+            self._count(failed=1)
+            address = reply.reply_address(self._queue, message)
+            if failed.state == "errored" and address is not None:
+                reply_to = [reply.reply_message(message.id, error=text)]
+                await self._client.enqueue_many(address, reply_to)
+        except (LeaseMismatch, InvalidState, NotFound) as refused:
+            self._count(lost=1)
+            log.warning("failure of %s refused: %s", message.id, refused)
+        except (httpx.TransportError, ApiError) as unsent:
+            log.error("could not fail %s: %s", message.id, unsent)
+
+    async def release(self, message: Leased) -> None:
+        """Give an unfinished message back now rather than when its lease expires."""
+        try:
+            await self._client.fail(
+                self._queue, message.id, message.lease_id, RELEASE_ERROR, retry_delay_seconds=0
+            )
+            self._count(released=1)
+        except (httpx.TransportError, ApiError) as error:
+            log.warning("could not release %s (its lease will expire): %s", message.id, error)
