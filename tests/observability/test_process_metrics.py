@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.observability.helpers import scrape, server_metrics, value
+from tests.observability.helpers import Samples, scrape, server_metrics, value
 
 
 async def test_counters_count_only_committed_changes(alpha, queue):
@@ -83,17 +83,24 @@ async def test_long_poll_waiters_and_pool_usage(alpha, queue, engine):
     waiters = "sundial_longpoll_waiters"
     assert value(during, waiters) - value(before, waiters) == 1
     assert value(after, waiters) == value(before, waiters)
-    assert value(during, "sundial_db_pool_size") == engine.pool.size()  # type: ignore[attr-defined]
-    assert value(during, "sundial_db_pool_connections", state="idle") >= 1  # earlier requests'
-    # The gauges report the pool's own figures at the moment of the sample. The background
-    # sampling stops first: a sample of its own could land while the scrape holds a connection
-    # (it reads which queues exist), and report that moment instead.
+    # The gauges add up every app of the process (a session-wide test server may be running
+    # beside this one): this app's share is what goes away when its sampler withdraws. The
+    # background sampling stops with it, so that a sample of its own cannot land while a scrape
+    # holds a connection (it reads which queues exist) and report that moment instead.
     await sampler.stop()
+    others = await scrape(alpha)
+
+    def ours(sample: Samples, name: str, **labels: str) -> float:
+        return value(sample, name, **labels) - value(others, name, **labels)
+
+    assert ours(during, "sundial_db_pool_size") == engine.pool.size()  # type: ignore[attr-defined]
+    assert ours(during, "sundial_db_pool_connections", state="idle") >= 1  # earlier requests'
+    # The gauges report the pool's own figures at the moment of the sample.
     sampler.sample()
     pool = engine.pool
     at_sample = (pool.checkedout(), pool.checkedin())  # type: ignore[attr-defined]
     sampled = await scrape(alpha)
     reported = tuple(
-        value(sampled, "sundial_db_pool_connections", state=state) for state in ("in_use", "idle")
+        ours(sampled, "sundial_db_pool_connections", state=state) for state in ("in_use", "idle")
     )
     assert reported == at_sample
