@@ -34,6 +34,11 @@ async def _watch_disconnect(receive: Receive, waiter: Waiter) -> None:
     waiter.close()
 
 
+def check_wait(request: Dequeue, field: str = "wait_seconds") -> int:
+    """The request's ``wait_seconds``, checked (``field`` names it in the error)."""
+    return validation.integer(field, request.wait_seconds, 0, validation.MAX_WAIT_SECONDS)
+
+
 async def dequeue(
     service: QueueService,
     registry: WaiterRegistry,
@@ -52,7 +57,7 @@ async def dequeue(
         request: the dequeue body.
         receive: the ASGI receive channel, to notice a client that goes away while waiting.
     """
-    wait = validation.integer("wait_seconds", request.wait_seconds, 0, validation.MAX_WAIT_SECONDS)
+    wait = check_wait(request)
     count, lease, metadata = request.count, request.lease_seconds, request.metadata
     if wait == 0:
         return await service.dequeue(

@@ -26,6 +26,7 @@ from app.client.errors import (
     ValidationError,
 )
 from app.client.models import (
+    Acknowledged,
     AckResult,
     Enqueued,
     Health,
@@ -45,6 +46,7 @@ from app.client.worker import Worker, WorkerStats
 
 __all__ = [
     "AckResult",
+    "Acknowledged",
     "ApiError",
     "AsyncClient",
     "CallFailed",

@@ -35,6 +35,7 @@ from app.client.http import (
     request_arguments,
 )
 from app.client.models import (
+    Acknowledged,
     AckResult,
     Enqueued,
     Health,
@@ -270,6 +271,30 @@ class AsyncClient:
     ) -> list[AckResult]:
         """Complete ``(id, lease_id)`` and fail ``(id, lease_id, error)`` items, each on its own."""
         return await self.send(calls.ack(queue, complete, fail))
+
+    async def ack_and_dequeue(
+        self,
+        queue: str,
+        complete: Iterable[tuple[str, str]] = (),
+        fail: Iterable[tuple[str, str, str | None]] = (),
+        *,
+        count: int = 1,
+        wait_seconds: int = 0,
+        lease_seconds: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Acknowledged:
+        """Acknowledge as :meth:`ack` does, then lease up to ``count`` messages, waiting up to
+        ``wait_seconds`` for one: a worker's cycle in one request (never retried)."""
+        call = calls.ack_and_dequeue(
+            queue,
+            complete,
+            fail,
+            count=count,
+            wait_seconds=wait_seconds,
+            lease_seconds=lease_seconds,
+            metadata=metadata,
+        )
+        return await self.send(call)
 
     # --- managing messages -----------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import msgspec
 
 from app.client.models import (
+    Acknowledged,
     AckResult,
     Enqueued,
     Health,
@@ -303,6 +304,30 @@ def ack(
     }
     decode = _decoder(list[AckResult], "results")
     return Call("POST", f"{_queue(queue)}/ack", decode, body, safe=not body["fail"])
+
+
+def ack_and_dequeue(
+    queue: str,
+    complete: Iterable[tuple[str, str]] = (),
+    fail: Iterable[tuple[str, str, str | None]] = (),
+    *,
+    count: int = 1,
+    wait_seconds: int = 0,
+    lease_seconds: int | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> Call[Acknowledged]:
+    """``POST …/ack`` with ``dequeue``: acknowledge, then lease up to ``count`` messages (one
+    transaction on a simple queue), long-polling ``wait_seconds`` if none is ready. Like a
+    dequeue, never safe to repeat."""
+    body: dict[str, Any] = ack(queue, complete, fail).body
+    body["dequeue"] = _given(
+        count=count,
+        wait_seconds=wait_seconds,
+        lease_seconds=lease_seconds,
+        metadata=None if metadata is None else dict(metadata),
+    )
+    decode = msgspec.json.Decoder(Acknowledged).decode
+    return Call("POST", f"{_queue(queue)}/ack", decode, body, wait_seconds=wait_seconds)
 
 
 def query_messages(

@@ -126,6 +126,14 @@ class AckResult(Model, frozen=True, kw_only=True):
     error: str | None = None
 
 
+class Acknowledged(Model, frozen=True, kw_only=True):
+    """The answer to an acknowledgement that also dequeued: each item's outcome, complete items
+    first, and the messages leased after it."""
+
+    results: list[AckResult]
+    messages: list[Leased]
+
+
 class Health(Model, frozen=True, kw_only=True):
     """``/healthz`` or ``/readyz``."""
 

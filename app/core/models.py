@@ -178,6 +178,17 @@ class LeaseRef:
 
 
 @dataclass(frozen=True, slots=True)
+class NextLease:
+    """What an acknowledgement asks to lease once it is applied: up to ``count`` messages, for
+    ``lease_seconds`` (default the message's, else the queue's), whose metadata holds all
+    ``metadata`` pairs."""
+
+    count: int = 1
+    lease_seconds: int | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class AckResult:
     """The outcome of one item of a batch acknowledgement; ``error`` is an error code."""
 

@@ -20,6 +20,7 @@ from app.core.models import (
     MessageFilter,
     MessagePage,
     Namespace,
+    NextLease,
     Queue,
     QueueConfig,
     Token,
@@ -133,6 +134,13 @@ class Store(Protocol):
         complete: Sequence[tuple[str, str | None]],
         fail: Sequence[tuple[str, str | None, str | None]],
     ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]: ...
+    async def acknowledge_and_claim(
+        self,
+        queue: Queue,
+        complete: Sequence[tuple[str, str | None]],
+        fail: Sequence[tuple[str, str | None, str | None]],
+        claim: NextLease,
+    ) -> tuple[set[tuple[str, str]], set[tuple[str, str]], list[LeasedMessage]]: ...
     async def requeue_many(
         self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
     ) -> int: ...

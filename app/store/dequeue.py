@@ -37,6 +37,24 @@ def claim_sql(count: int, *, exclusive: bool, keyed: bool, filtered: bool) -> Li
     return driver_sql(claim)
 
 
+def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
+    """The claim's rows as leased messages, lowest priority first, ties in enqueue order."""
+    ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
+    return [
+        LeasedMessage(
+            id=r.id,
+            lease_id=r.lease_id,
+            lease_expires_at=r.lease_expires_at,
+            attempt=r.attempts,
+            priority=r.priority,
+            payload=r.payload.encode(),
+            metadata=r.metadata,
+            enqueued_at=r.enqueued_at,
+        )
+        for r in ordered
+    ]
+
+
 class DequeueStore(StorePaths):
     """The claim."""
 
@@ -49,20 +67,7 @@ class DequeueStore(StorePaths):
             rows = await self._driver_rows(*self._claim(queue, count, lease_seconds, metadata))
         else:
             rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
-        ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
-        return [
-            LeasedMessage(
-                id=r.id,
-                lease_id=r.lease_id,
-                lease_expires_at=r.lease_expires_at,
-                attempt=r.attempts,
-                priority=r.priority,
-                payload=r.payload.encode(),
-                metadata=r.metadata,
-                enqueued_at=r.enqueued_at,
-            )
-            for r in ordered
-        ]
+        return leased_messages(rows)
 
     @staticmethod
     def _claim(

@@ -76,6 +76,46 @@ def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString
     }
 
 
+def acknowledgement(
+    queue: Queue,
+    complete: Sequence[tuple[str, str | None]],
+    fail: Sequence[tuple[str, str | None, str | None]],
+) -> list[tuple[LiteralString, dict[str, Any]]]:
+    """The statements of a batch acknowledgement: one that completes the ``(id, lease_id)``
+    items, one that fails the ``(id, lease_id, error)`` items, each only when it has items."""
+    guard = queue_params(queue)
+    statements: list[tuple[LiteralString, dict[str, Any]]] = []
+    if complete:
+        items = batches.lease_items(complete)
+        complete_from = from_states(Event.COMPLETE)
+        statements.append((_COMPLETE_MANY, {**guard, "items": items, "from_states": complete_from}))
+    if fail:
+        items = batches.failed_items(fail)
+        fail_from = from_states(Event.FAIL)
+        params = {**guard, "items": items, "retry_delay": None, "from_states": fail_from}
+        statements.append((_FAIL_MANY, params))
+    return statements
+
+
+async def run_acknowledgement(
+    cursor: psycopg.AsyncCursor[Any], statements: Sequence[tuple[LiteralString, dict[str, Any]]]
+) -> list[set[tuple[str, str]]]:
+    """Run the statements of :func:`acknowledgement`; the (id, lease_id) pairs each changed."""
+    changed: list[set[tuple[str, str]]] = []
+    for statement, params in statements:
+        await cursor.execute(statement, params)
+        changed.append({(r.id, r.lease_id) for r in await cursor.fetchall()})
+    return changed
+
+
+def acknowledged(
+    changed: list[set[tuple[str, str]]], complete: Sequence[object], fail: Sequence[object]
+) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The pairs completed and the pairs failed, from what :func:`run_acknowledgement` found."""
+    done = iter(changed)
+    return (next(done) if complete else set()), (next(done) if fail else set())
+
+
 class MessageStore(StorePaths):
     """Enqueue, transitions, acknowledgement, requeue and deletion of messages."""
 
@@ -270,30 +310,15 @@ class MessageStore(StorePaths):
         """Complete every (id, lease_id) and fail every (id, lease_id, error) whose lease is
         current, all or nothing (one transaction; one statement when only one kind is given).
         Returns the (id, lease_id) pairs completed and those failed."""
-        guard = queue_params(queue)
-        statements: list[tuple[LiteralString, dict[str, Any]]] = []
-        if complete:
-            items = batches.lease_items(complete)
-            complete_from = from_states(Event.COMPLETE)
-            statements.append(
-                (_COMPLETE_MANY, {**guard, "items": items, "from_states": complete_from})
-            )
-        if fail:
-            items = batches.failed_items(fail)
-            fail_from = from_states(Event.FAIL)
-            params = {**guard, "items": items, "retry_delay": None, "from_states": fail_from}
-            statements.append((_FAIL_MANY, params))
-        changed: list[set[tuple[str, str]]] = []
-        if statements:
-            async with self._driver() as driver:
-                cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
-                both = driver.transaction() if len(statements) > 1 else contextlib.nullcontext()
-                async with both:
-                    for statement, params in statements:
-                        await cursor.execute(statement, params)
-                        changed.append({(r.id, r.lease_id) for r in await cursor.fetchall()})
-        done = iter(changed)
-        return (next(done) if complete else set()), (next(done) if fail else set())
+        statements = acknowledgement(queue, complete, fail)
+        if not statements:
+            return set(), set()
+        async with self._driver() as driver:
+            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
+            both = driver.transaction() if len(statements) > 1 else contextlib.nullcontext()
+            async with both:
+                changed = await run_acknowledgement(cursor, statements)
+        return acknowledged(changed, complete, fail)
 
     @retry_transient
     async def requeue_many(

@@ -7,6 +7,7 @@ engine, the lookup cache and the two ways to the database:
 - :class:`~app.store.admin.AdminStore`: namespaces, tokens and queues;
 - :class:`~app.store.messages.MessageStore`: enqueue, transitions, acknowledgement, deletion;
 - :class:`~app.store.dequeue.DequeueStore`: the claim;
+- :class:`~app.store.cycle.CycleStore`: an acknowledgement and the claim after it, together;
 - :class:`~app.store.browse.BrowseStore`: the listing of a queue's messages.
 
 It decides nothing about the state machine; it passes the guards that :mod:`app.core.states`
@@ -18,9 +19,8 @@ from __future__ import annotations
 
 from app.store.admin import AdminStore
 from app.store.browse import BrowseStore
-from app.store.dequeue import DequeueStore
-from app.store.messages import MessageStore
+from app.store.cycle import CycleStore
 
 
-class PostgresStore(AdminStore, MessageStore, DequeueStore, BrowseStore):
+class PostgresStore(AdminStore, CycleStore, BrowseStore):
     """Implements :class:`app.core.ports.Store` on PostgreSQL through SQLAlchemy + psycopg."""

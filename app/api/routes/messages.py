@@ -93,9 +93,20 @@ async def dequeue(request: AnyRequest, ns: PathStr, queue: PathStr) -> DequeueOu
     responses=error_specs(400, *_AUTH, 404, 413),
 )
 async def ack(request: AnyRequest, ns: PathStr, queue: PathStr) -> AckOut:
-    """Complete and fail up to 1000 messages; each item succeeds or fails on its own."""
-    complete, fail = (await read(request, Ack)).refs()
-    return AckOut.of(await service(request).ack(ns, queue, complete, fail))
+    """Complete and fail up to 1000 messages; each item succeeds or fails on its own. With
+    `dequeue`, then lease messages as a dequeue does, in the same transaction on a simple queue
+    (a long poll, if it asks for one, begins once the acknowledgement is committed)."""
+    body = await read(request, Ack)
+    complete, fail = body.refs()
+    then = body.dequeue
+    if then is None:
+        return AckOut.of(await service(request).ack(ns, queue, complete, fail))
+    longpoll.check_wait(then, "dequeue.wait_seconds")
+    rt = runtime(request)
+    results, leased = await rt.service.ack_and_dequeue(ns, queue, complete, fail, then.next_lease())
+    if not leased and then.wait_seconds:
+        leased = await longpoll.dequeue(rt.service, rt.waiters, ns, queue, then, request.receive)
+    return AckOut.of(results, leased)
 
 
 @post(

@@ -8,7 +8,7 @@ import msgspec
 from msgspec import Raw
 
 from app.api.schemas.common import In, Out
-from app.core.models import LeasedMessage
+from app.core.models import LeasedMessage, NextLease
 
 
 class Dequeue(In):
@@ -18,6 +18,10 @@ class Dequeue(In):
     lease_seconds: int | None = None
     wait_seconds: int = 0
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def next_lease(self) -> NextLease:
+        """What to lease (without the wait), as the core asks for it."""
+        return NextLease(self.count, self.lease_seconds, self.metadata)
 
 
 class LeasedOut(Out):

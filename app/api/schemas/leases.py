@@ -6,7 +6,8 @@ from __future__ import annotations
 import msgspec
 
 from app.api.schemas.common import In, Out
-from app.core.models import AckResult, LeaseRef
+from app.api.schemas.consuming import Dequeue, DequeueOut, LeasedOut
+from app.core.models import AckResult, LeasedMessage, LeaseRef
 
 
 class Complete(In):
@@ -46,10 +47,11 @@ class AckFail(In):
 
 
 class Ack(In):
-    """``POST …/ack``."""
+    """``POST …/ack``; with ``dequeue``, the messages to lease once it is applied."""
 
     complete: list[AckComplete] = msgspec.field(default_factory=list)
     fail: list[AckFail] = msgspec.field(default_factory=list)
+    dequeue: Dequeue | None = None
 
     def refs(self) -> tuple[list[LeaseRef], list[LeaseRef]]:
         """The complete and fail items as the core's lease references."""
@@ -67,12 +69,15 @@ class AckResultOut(Out, omit_defaults=True):
     error: str | None = None
 
 
-class AckOut(Out):
-    """The answer to a batch acknowledgement, complete items first, in request order."""
+class AckOut(Out, omit_defaults=True):
+    """The answer to a batch acknowledgement, complete items first, in request order; with
+    ``messages`` (possibly empty) when it asked to dequeue."""
 
     results: list[AckResultOut]
+    messages: list[LeasedOut] | None = None
 
     @classmethod
-    def of(cls, results: list[AckResult]) -> AckOut:
-        """From the core's results."""
-        return cls([AckResultOut(r.id, r.ok, r.error) for r in results])
+    def of(cls, results: list[AckResult], leased: list[LeasedMessage] | None = None) -> AckOut:
+        """From the core's results (and leased messages)."""
+        messages = None if leased is None else DequeueOut.of(leased).messages
+        return cls([AckResultOut(r.id, r.ok, r.error) for r in results], messages)

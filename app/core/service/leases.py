@@ -5,10 +5,11 @@ that completed a message is accepted (live or from history), so a lost answer ca
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from app.core import validation
 from app.core.errors import LeaseMismatchError, NotFoundError, ValidationError
-from app.core.models import AckResult, LeaseRef, Message
+from app.core.models import AckResult, LeasedMessage, LeaseRef, Message, NextLease, Queue
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
 from app.core.service.identifiers import could_exist, lease_uuid
@@ -98,13 +99,53 @@ class Leases(ServiceBase):
         fail: Sequence[LeaseRef],
     ) -> list[AckResult]:
         """Complete and fail many messages; each item succeeds or fails on its own."""
+        self._check_ack(complete, fail)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        results, _ = await self._acknowledge(queue, complete, fail, None)
+        return results
+
+    @again_if_catalogue_changed
+    async def ack_and_dequeue(
+        self,
+        namespace: str,
+        queue_name: str,
+        complete: Sequence[LeaseRef],
+        fail: Sequence[LeaseRef],
+        then: NextLease,
+    ) -> tuple[list[AckResult], list[LeasedMessage]]:
+        """Acknowledge as :meth:`ack` does, then lease up to ``then.count`` messages, in one
+        transaction on a simple queue (a worker's whole cycle in one call). Nothing is leased
+        while the queue is dequeue-paused. Everything is validated before anything applies."""
+        self._check_ack(complete, fail)
+        validation.integer("dequeue.count", then.count, 1, validation.MAX_BATCH_DEQUEUE)
+        if then.lease_seconds is not None:
+            validation.integer(
+                "dequeue.lease_seconds", then.lease_seconds, 1, validation.MAX_LEASE_SECONDS
+            )
+        wanted = validation.metadata("dequeue.metadata", then.metadata)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        claim = None if queue.config.dequeue_paused else replace(then, metadata=wanted)
+        results, leased = await self._acknowledge(queue, complete, fail, claim)
+        if leased:
+            self.observer.transitioned(queue, Event.DEQUEUE, len(leased))
+        return results, leased
+
+    @staticmethod
+    def _check_ack(complete: Sequence[LeaseRef], fail: Sequence[LeaseRef]) -> None:
         if len(complete) + len(fail) > validation.MAX_BATCH_ACK:
             raise ValidationError("complete", f"at most {validation.MAX_BATCH_ACK} items in all")
         for index, item in enumerate(fail):
             if item.error is not None:
                 validation.text(f"fail[{index}].error", item.error)
-        queue = await self.get_queue_or_404(namespace, queue_name)
 
+    async def _acknowledge(
+        self,
+        queue: Queue,
+        complete: Sequence[LeaseRef],
+        fail: Sequence[LeaseRef],
+        claim: NextLease | None,
+    ) -> tuple[list[AckResult], list[LeasedMessage]]:
+        """Apply an acknowledgement (and the claim after it, if any); each item's result."""
         # Each lease id as the database compares it, resolved once per item.
         to_complete = [(i, lease_uuid(i.lease_id)) for i in complete]
         to_fail = [(i, lease_uuid(i.lease_id)) for i in fail]
@@ -112,11 +153,15 @@ class Leases(ServiceBase):
         def well_formed(item: LeaseRef) -> bool:
             return could_exist(validation.MESSAGE_ID_PATTERN, item.id)
 
-        completed, failed = await self.store.acknowledge(
-            queue,
-            [(i.id, lease) for i, lease in to_complete if well_formed(i)],
-            [(i.id, lease, i.error) for i, lease in to_fail if well_formed(i)],
-        )
+        completing = [(i.id, lease) for i, lease in to_complete if well_formed(i)]
+        failing = [(i.id, lease, i.error) for i, lease in to_fail if well_formed(i)]
+        leased: list[LeasedMessage] = []
+        if claim is None:
+            completed, failed = await self.store.acknowledge(queue, completing, failing)
+        else:
+            completed, failed, leased = await self.store.acknowledge_and_claim(
+                queue, completing, failing, claim
+            )
         self.observer.transitioned(queue, Event.COMPLETE, len(completed))
         self.observer.transitioned(queue, Event.FAIL, len(failed))
         # Each item is judged by its own (id, lease) pair: a stale lease listed next to the
@@ -158,6 +203,6 @@ class Leases(ServiceBase):
                 return AckResult(item.id, ok=False, error=NotFoundError.code)
             return AckResult(item.id, ok=False, error=LeaseMismatchError.code)
 
-        return [result(i, lease, completed, completing=True) for i, lease in to_complete] + [
-            result(i, lease, failed, completing=False) for i, lease in to_fail
-        ]
+        results = [result(i, lease, completed, completing=True) for i, lease in to_complete]
+        results += [result(i, lease, failed, completing=False) for i, lease in to_fail]
+        return results, leased

@@ -1,0 +1,79 @@
+"""A worker's cycle in one call: acknowledge what it finished and lease what comes next
+(``POST …/ack`` with ``dequeue``).
+
+On a simple queue both are one transaction on one connection: the batch acknowledgement's
+statements (:func:`~app.store.messages.acknowledgement`) and then the dequeue's own claim
+(:mod:`app.store.sql.claim`), committed together; either both stand or neither does, and the
+consumer pays one commit for both. On an exclusive queue the acknowledgement commits first, and
+the claim then runs in rounds as a dequeue does (a round can lose a race for an exclusive value,
+which would abort a shared transaction); should the claim fail once the acknowledgement has
+committed, the answer still carries the acknowledgement's results, with no message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import namedtuple_row
+
+from app.core.errors import CatalogueChangedError, UnavailableError
+from app.core.models import LeasedMessage, NextLease, Queue
+from app.store.dequeue import DequeueStore, leased_messages
+from app.store.errors import retry_transient
+from app.store.messages import (
+    MessageStore,
+    acknowledged,
+    acknowledgement,
+    run_acknowledgement,
+)
+
+log = logging.getLogger("sundial.store")
+
+_Pairs = set[tuple[str, str]]
+
+
+class CycleStore(MessageStore, DequeueStore):
+    """Acknowledgement and claim together."""
+
+    async def acknowledge_and_claim(
+        self,
+        queue: Queue,
+        complete: Sequence[tuple[str, str | None]],
+        fail: Sequence[tuple[str, str | None, str | None]],
+        claim: NextLease,
+    ) -> tuple[_Pairs, _Pairs, list[LeasedMessage]]:
+        """Acknowledge as :meth:`acknowledge` does, then lease up to ``claim.count`` messages;
+        the pairs completed, the pairs failed and the messages leased."""
+        if queue.config.kind != "exclusive":
+            return await self._in_one_transaction(queue, complete, fail, claim)
+        completed, failed = await self.acknowledge(queue, complete, fail)
+        try:
+            leased = await self.dequeue(queue, claim.count, claim.lease_seconds, claim.metadata)
+        except (UnavailableError, CatalogueChangedError) as error:
+            # The acknowledgement stands; its results must reach the consumer, which asks for
+            # messages again.
+            log.warning("claim after an acknowledgement on queue %s failed: %s", queue.id, error)
+            leased = []
+        return completed, failed, leased
+
+    @retry_transient
+    async def _in_one_transaction(
+        self,
+        queue: Queue,
+        complete: Sequence[tuple[str, str | None]],
+        fail: Sequence[tuple[str, str | None, str | None]],
+        claim: NextLease,
+    ) -> tuple[_Pairs, _Pairs, list[LeasedMessage]]:
+        statements = acknowledgement(queue, complete, fail)
+        claim_statement = self._claim(queue, claim.count, claim.lease_seconds, claim.metadata)
+        async with self._driver() as driver:
+            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
+            async with driver.transaction():
+                changed = await run_acknowledgement(cursor, statements)
+                await cursor.execute(*claim_statement)
+                rows = await cursor.fetchall()
+        completed, failed = acknowledged(changed, complete, fail)
+        return completed, failed, leased_messages(rows)
