@@ -1,23 +1,21 @@
-"""What a worker tells the server about one message: its handler returned (complete, through
-the batched :class:`~app.client.acks.Completions`), raised (fail, with the handler's error and
-retry delay), or was stopped unfinished at shutdown (release). A reply is sent first where the
-message asks for one (:mod:`app.client.reply`). A refusal because the lease is no longer the
-message's is counted as ``lost``; nothing here raises.
+"""What a worker tells the server about one message: its handler returned (the completion goes in
+the worker's next acknowledgement, after a reply where the message asks for one), raised (fail,
+with the handler's error and retry delay), or was stopped unfinished at shutdown (release). A
+refusal because the lease is no longer the message's is counted as ``lost``; nothing here raises.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 
 from app.client import reply
-from app.client.acks import Completions
 from app.client.async_client import AsyncClient
 from app.client.errors import ApiError, InvalidState, LeaseMismatch, NotFound
-from app.client.models import Leased, Message
+from app.client.models import AckResult, Leased, Message
 
 MAX_ERROR_CHARS = 4000
 """Longest error text sent with a fail (the server keeps up to 4096)."""
@@ -44,26 +42,46 @@ class Outcomes:
         self._client = client
         self._queue = queue
         self._count = count
-        self._completions = Completions(client, queue)
 
-    async def complete(self, message: Leased, result: Any) -> None:
-        """The handler returned ``result``: reply if asked, then complete."""
+    def wants_reply(self, message: Leased) -> bool:
+        """Whether ``message`` asks for its handler's result (a :meth:`Client.call`)."""
+        return reply.reply_address(self._queue, message) is not None
+
+    async def send_reply(self, message: Leased, result: Any) -> bool:
+        """Send the handler's ``result`` where ``message`` asks; whether it was sent (if not,
+        the message is not completed: its lease expires and it runs again)."""
         address = reply.reply_address(self._queue, message)
+        if address is None:
+            return True
         try:
-            if address is not None:
-                reply_to = [reply.reply_message(message.id, result=result)]
-                await self._client.enqueue_many(address, reply_to)
-            outcome = await self._completions.complete(message.id, message.lease_id)
+            await self._client.enqueue_many(
+                address, [reply.reply_message(message.id, result=result)]
+            )
         except (httpx.TransportError, ApiError, TypeError) as error:
+            log.error("could not reply to %s: %s", message.id, error)
+            return False
+        return True
+
+    def acknowledged(self, messages: Sequence[Leased], results: Sequence[AckResult]) -> None:
+        """Count what the server answered for the completions of ``messages``."""
+        completed = 0
+        for message, outcome in zip(messages, results, strict=True):
+            if outcome.ok:
+                completed += 1
+            elif outcome.error in LEASE_LOST:
+                self._count(lost=1)
+                log.warning("result of %s refused: %s", message.id, outcome.error)
+            else:
+                log.error("could not complete %s: %s", message.id, outcome.error)
+        if completed:
+            self._count(completed=completed)
+
+    @staticmethod
+    def unacknowledged(messages: Sequence[Leased], error: BaseException) -> None:
+        """The completions of ``messages`` may not have reached the server: their leases
+        expire and the messages run again."""
+        for message in messages:
             log.error("could not complete %s: %s", message.id, error)
-            return
-        if outcome.ok:
-            self._count(completed=1)
-        elif outcome.error in LEASE_LOST:
-            self._count(lost=1)
-            log.warning("result of %s refused: %s", message.id, outcome.error)
-        else:
-            log.error("could not complete %s: %s", message.id, outcome.error)
 
     async def fail(self, message: Leased, error: BaseException) -> None:
         """The handler raised ``error``: fail the attempt (and reply if it was the last)."""

@@ -38,6 +38,11 @@ def load_handler(spec: str) -> Any:
 @click.option("--queue", required=True, metavar="NAMESPACE/QUEUE", help="The queue to consume.")
 @click.option("--handler", required=True, metavar="MODULE:FUNCTION", help="Called per message.")
 @click.option("--concurrency", default=1, show_default=True, help="Handlers running at once.")
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    help="Most messages leased ahead of free handlers (default: three per handler).",
+)
 @click.option("--lease-seconds", type=int, help="Lease per message (default: the queue's).")
 @click.option("--wait-seconds", default=MAX_WAIT_SECONDS, show_default=True, help="Long poll.")
 @click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Only messages with this.")
@@ -54,6 +59,7 @@ def work(
     queue: str,
     handler: str,
     concurrency: int,
+    prefetch: int | None,
     lease_seconds: int | None,
     wait_seconds: int,
     metadata: tuple[str, ...],
@@ -80,6 +86,7 @@ def work(
         url=url,
         token=token,
         concurrency=concurrency,
+        prefetch=prefetch,
         lease_seconds=lease_seconds,
         wait_seconds=wait_seconds,
         metadata=parse_pairs(metadata, "--metadata") or None,

@@ -3,15 +3,25 @@ heartbeat while it runs, complete or fail it, and shut down gracefully.
 
 ::
 
-    ┌────────── while not stopping ───────────┐
-    │ free slots? ── dequeue(count=free,       │    each message, in its own task:
-    │                wait_seconds=20) ─────────┼──► handler(message) ── returns ──► complete (*)
-    └──────────────────────────────────────────┘        │ every lease/3: extend  └ raises ──► fail
-    stop() / SIGTERM: stop leasing; wait up to shutdown_timeout for running handlers; release
-    (fail with retry delay 0) what is still running; a second signal releases at once.
+    ┌──────────────── one turn of the loop, while not stopping ────────────────┐
+    │ handlers returned since the last turn? ── POST …/ack {complete: [those],  │
+    │                                            dequeue: {count: free slots}} │
+    │ none? ── POST …/dequeue {count: free slots, wait_seconds: 20}             │
+    └─────────────┬────────────────────────────────────────────────────────────┘
+                  └──► each leased message: handler(message) in its own task (a thread for a
+                       sync handler), its lease extended every third of it while it runs;
+                       returns ──► completed in the next turn's acknowledgement
+                       raises  ──► fail (its own request, with the handler's error)
 
-(*) A handler's slot is free once it returns; its completion travels meanwhile, gathered with
-the others that finish while an acknowledgement is on its way (:mod:`app.client.acks`). What the
+A busy worker thus sends one request per turn for all the messages that finished during the
+previous one, and leases their successors in the same request (one transaction on the server).
+While the loop waits in a long poll, finished handlers are acknowledged on their own at once.
+
+At-least-once: a message is acknowledged only after its handler returned; if the worker dies
+before the acknowledgement is answered, the lease expires and the message is delivered again.
+
+stop() / SIGTERM: stop leasing; wait up to shutdown_timeout for running handlers; release
+(fail with retry delay 0) what is still running; a second signal releases at once. What the
 worker tells the server about each message is :mod:`app.client.outcomes`.
 """
 
@@ -24,29 +34,33 @@ import functools
 import inspect
 import logging
 import signal
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, fields
 from typing import Any
 
 import httpx
 
 from app.client.async_client import AsyncClient
 from app.client.calls import MAX_WAIT_SECONDS
-from app.client.errors import (
-    ApiError,
-    InvalidState,
-    LeaseMismatch,
-    NotFound,
-    RateLimited,
-    Unavailable,
-)
-from app.client.models import Leased
+from app.client.errors import ApiError, RateLimited, Unavailable
+from app.client.held import Held, Holdings
+from app.client.lease_ahead import LeaseAhead
+from app.client.models import Acknowledged, Leased
 from app.client.outcomes import Outcomes
 
 log = logging.getLogger("sundial.worker")
 
 Handler = Callable[[Leased], Any]
 """Takes the leased message; returns (or, if async, resolves to) the reply, if any."""
+
+MAX_ACK_BATCH = 100
+"""Most completions in one acknowledgement (the server takes up to 1,000)."""
+
+_UNREACHABLE = (httpx.TransportError, Unavailable, RateLimited)
+"""What makes the worker back off and try again."""
+
+TURNS_IN_FLIGHT = 2
+"""Requests a worker has on their way at once: the next leases while the last is answered."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,8 @@ class Worker:
         handler: a function or coroutine function taking a :class:`~app.client.models.Leased`
             message. Returning completes the message (the value is the reply to a
             :meth:`~app.client.Client.call`); raising fails the attempt with the exception's
-            text (raise :class:`Retry` to choose the retry delay).
+            text (raise :class:`Retry` to choose the retry delay). A coroutine function runs on
+            the worker's event loop; a plain function runs in a thread pool.
         client: the client to use (the caller closes it); default a new :class:`AsyncClient`
             for ``url`` and ``token`` (default ``$SUNDIAL_URL``, ``$SUNDIAL_TOKEN``).
         concurrency: handlers running at once (sync handlers run in a thread pool that size).
@@ -86,6 +101,11 @@ class Worker:
         shutdown_timeout: seconds running handlers get to finish after stop() before their
             messages are released.
         burst: stop once nothing is ready and no handler is running (for scripts and tests).
+        prefetch: most messages leased ahead of free handlers (default three per handler).
+            The worker leases ahead only as far as its handlers go idle waiting for the next
+            answer: fast handlers then never wait for a round trip, and nothing is leased ahead
+            of slow ones. A message leased ahead holds its lease (with heartbeats) and counts an
+            attempt, like any lease; ``prefetch=0`` leases only for free handlers.
     """
 
     def __init__(
@@ -103,6 +123,7 @@ class Worker:
         metadata: dict[str, str] | None = None,
         shutdown_timeout: float = 30.0,
         burst: bool = False,
+        prefetch: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -115,25 +136,43 @@ class Worker:
         self.metadata = metadata
         self.shutdown_timeout = shutdown_timeout
         self.burst = burst
+        self.prefetch = 3 * concurrency if prefetch is None else max(0, prefetch)
+        self._lease_ahead = LeaseAhead(concurrency, self.prefetch)
         self._client = client
         self._url, self._token = url, token
         self._owns_client = client is None
-        self._stats = WorkerStats()
+        self._counts = dict.fromkeys((f.name for f in fields(WorkerStats)), 0)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = asyncio.Event()
         self._changed = asyncio.Event()
+        """Set on every change of the stats or of the running set (for wait_for)."""
+        self._turn = asyncio.Event()
+        """Set when the loop may have something to do: a handler ended, or stop()."""
         self._stop_requests = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        """One per message whose handler runs (or whose failure is being reported)."""
-        self._settling: set[asyncio.Task[None]] = set()
-        """Completions on their way to the server: they no longer hold a slot."""
+        self._finished: list[Leased] = []
+        """Messages whose handler returned, their completion not yet sent."""
+        self._turns: dict[asyncio.Task[None], bool] = {}
+        """Requests on their way, each with whether it is a long poll."""
+        self._asked = 0
+        """Messages asked for by the turns on their way."""
+        self._dry = False
+        """The last answer had fewer messages than asked: the queue ran dry."""
+        self._failures = 0
+        self._retry_at = 0.0
+        self._background: set[asyncio.Task[None]] = set()
+        """Failures, releases, replies, heartbeats and lone acknowledgements on their way."""
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._held = Holdings(queue, self._spawn, self._count)
+        self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004 - an async callable object
+        )
 
     # --- control ---------------------------------------------------------------------------------
 
     @property
     def stats(self) -> WorkerStats:
         """A snapshot of the counters."""
-        return replace(self._stats, running=len(self._tasks))
+        return WorkerStats(**{**self._counts, "running": len(self._held.running)})
 
     def stop(self) -> None:
         """Stop leasing and shut down gracefully; a second call releases running messages at
@@ -154,10 +193,12 @@ class Worker:
     def _request_stop(self) -> None:
         self._stop_requests += 1
         self._stopping.set()
+        self._turn.set()
         if self._stop_requests > 1:
-            log.warning("second stop request: releasing %d running messages", len(self._tasks))
-            for task in self._tasks:
-                task.cancel()
+            running = self._held.running
+            log.warning("second stop request: releasing %d running messages", len(running))
+            for work in list(running):
+                work.cancel()
 
     async def wait_for(
         self,
@@ -193,183 +234,262 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         client = self._client or AsyncClient(self._url, self._token)
         self._outcomes = Outcomes(client, self.queue, self._count)
-        executor = concurrent.futures.ThreadPoolExecutor(
-            self.concurrency, thread_name_prefix="sundial-handler"
-        )
+        if not self._is_async:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                self.concurrency, thread_name_prefix="sundial-handler"
+            )
         try:
             lease = self.lease_seconds or (await client.get_queue(self.queue)).lease_seconds
+            self._lease = lease
+            self._held.attach(client, lease)
             log.info(
                 "worker on %s: concurrency %d, lease %d s", self.queue, self.concurrency, lease
             )
-            await self._lease_loop(client, executor, lease)
-            await self._drain()
+            await self._lease_loop(client)
+            await self._drain(client)
         finally:
-            executor.shutdown(wait=False, cancel_futures=True)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
             if self._owns_client:
                 await client.aclose()
         log.info("worker on %s stopped: %s", self.queue, self.stats)
         return self.stats
 
-    async def _lease_loop(
-        self, client: AsyncClient, executor: concurrent.futures.Executor, lease: int
+    async def _lease_loop(self, client: AsyncClient) -> None:
+        """Send turns while not stopping: up to :data:`TURNS_IN_FLIGHT` at once, or one long
+        poll when there is nothing to acknowledge and nothing else on its way."""
+        loop = asyncio.get_running_loop()
+        while not self._stopping.is_set():
+            if self.burst and self._dry and not self._busy():
+                return
+            pause = self._retry_at - loop.time()
+            if pause > 0:
+                await self._next_turn(pause)
+                continue
+            wanted = self._lease_ahead.wanted(
+                running=len(self._held.running),
+                waiting=len(self._held.waiting),
+                asked=self._asked,
+            )
+            if len(self._turns) >= TURNS_IN_FLIGHT or (wanted <= 0 and not self._ack_alone()):
+                await self._next_turn()
+                continue
+            acks = self._take_finished()
+            long_poll = not acks and not self._turns and not self.burst
+            if not acks and not long_poll and (self._turns or self._dry):
+                # A dequeue without a wait while another turn is on its way, or once the
+                # queue was found empty, would only find what that turn finds.
+                await self._next_turn()
+                continue
+            count = min(max(wanted, 0), self.batch_size)
+            self._start_turn(client, acks, count, long_poll)
+        await self._end_turns()
+
+    def _ack_alone(self) -> bool:
+        """Whether finished messages should be acknowledged without leasing: they wait for
+        the next turn that leases, unless no turn but a long poll is on its way."""
+        return bool(self._finished) and all(self._turns.values())
+
+    def _busy(self) -> bool:
+        """Anything held, finished or on its way (burst mode stops only when nothing is)."""
+        return bool(self._held or self._finished or self._turns)
+
+    def _start_turn(
+        self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
     ) -> None:
-        stop = asyncio.create_task(self._stopping.wait())
-        failures = 0
+        turn = asyncio.create_task(self._turn_of(client, acks, count, long_poll))
+        self._turns[turn] = long_poll
+        self._asked += count
+
+    async def _turn_of(
+        self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
+    ) -> None:
+        """One request: acknowledge ``acks`` and lease up to ``count`` messages (a long poll
+        waits for one); its messages are taken on as soon as it is answered."""
         try:
-            while not self._stopping.is_set():
-                free = self._free_slots()
-                if free <= 0:
-                    busy = {stop, *self._tasks, *self._settling}
-                    await asyncio.wait(busy, return_when=asyncio.FIRST_COMPLETED)
-                    continue
-                poll = asyncio.create_task(
-                    client.dequeue(
-                        self.queue,
-                        min(free, self.batch_size),
-                        wait_seconds=0 if self.burst else self.wait_seconds,
-                        lease_seconds=lease,
-                        metadata=self.metadata,
-                    )
-                )
-                await asyncio.wait({stop, poll}, return_when=asyncio.FIRST_COMPLETED)
-                if not poll.done():
-                    # Stopping: the server answers a long poll whose client left without
-                    # leasing anything, so nothing is lost by going away.
-                    poll.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await poll
-                    return
-                try:
-                    messages = poll.result()
-                except (httpx.TransportError, Unavailable, RateLimited) as error:
-                    failures += 1
-                    delay = min(0.5 * 2**failures, 10.0)
-                    log.warning("dequeue failed (%s); again in %.1f s", error, delay)
-                    await asyncio.wait({stop}, timeout=delay)
-                    continue
-                failures = 0
-                for message in messages:
-                    self._start(client, executor, message, lease)
-                if not messages and self.burst:
-                    if not self._tasks:
-                        return
-                    await asyncio.wait({stop, *self._tasks}, return_when=asyncio.FIRST_COMPLETED)
+            if not count:
+                await self._acknowledge(client, acks)
+                return
+            try:
+                leased = await self._request(client, acks, count, long_poll)
+            except _UNREACHABLE as error:
+                if acks:
+                    self._outcomes.unacknowledged(acks, error)
+                self._failures += 1
+                delay = min(0.5 * 2**self._failures, 10.0)
+                self._retry_at = asyncio.get_running_loop().time() + delay
+                log.warning("dequeue failed (%s); again in %.1f s", error, delay)
+                return
+            self._failures = 0
+            self._dry = len(leased) < count
+            self._lease_ahead.answered(waiting=len(self._held.waiting), full=not self._dry)
+            for message in leased:
+                self._take_on(client, message)
         finally:
-            stop.cancel()
+            self._asked -= count
+            self._turns.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self._turn.set()
 
-    def _free_slots(self) -> int:
-        """Messages the worker may lease now: one per idle handler, less any completions on
-        their way beyond ``concurrency`` (so a slow server bounds what the worker holds)."""
-        overflow = max(0, len(self._settling) - self.concurrency)
-        return self.concurrency - len(self._tasks) - overflow
+    async def _end_turns(self) -> None:
+        """Stopping: a long poll is withdrawn (the server leases nothing to a client that
+        left); a turn that acknowledges or leases is let finish, its messages run or released
+        by the drain."""
+        for turn, long_poll in list(self._turns.items()):
+            if long_poll:
+                turn.cancel()
+        if self._turns:
+            await asyncio.wait(set(self._turns))
 
-    def _start(
-        self,
-        client: AsyncClient,
-        executor: concurrent.futures.Executor,
-        message: Leased,
-        lease: int,
-    ) -> None:
-        task = asyncio.create_task(self._process(client, executor, message, lease))
-        self._tasks.add(task)
-        self._count(leased=1)
-        task.add_done_callback(self._finished)
+    async def _request(
+        self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
+    ) -> list[Leased]:
+        """Acknowledge ``acks`` and lease up to ``count`` messages in one call, or, with
+        nothing to acknowledge, a dequeue (waiting for a message if ``long_poll``)."""
+        if not acks:
+            return await client.dequeue(
+                self.queue,
+                count,
+                wait_seconds=self.wait_seconds if long_poll else 0,
+                lease_seconds=self._lease,
+                metadata=self.metadata,
+            )
+        answer: Acknowledged = await client.ack_and_dequeue(
+            self.queue,
+            complete=[(m.id, m.lease_id) for m in acks],
+            count=count,
+            lease_seconds=self._lease,
+            metadata=self.metadata,
+        )
+        self._outcomes.acknowledged(acks, answer.results)
+        return answer.messages
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._log_crash(task)
+    async def _next_turn(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Wait until a handler or a turn ends, or the worker is asked to stop (or until
+        ``timeout``)."""
+        self._turn.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._turn.wait(), timeout)
 
-    def _settled(self, task: asyncio.Task[None]) -> None:
-        self._settling.discard(task)
-        self._log_crash(task)
+    def _take_finished(self) -> list[Leased]:
+        taken = self._finished[:MAX_ACK_BATCH]
+        del self._finished[:MAX_ACK_BATCH]
+        return taken
 
-    def _log_crash(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("worker task crashed", exc_info=error)
-        self._changed.set()
+    async def _acknowledge(self, client: AsyncClient, acks: list[Leased]) -> None:
+        """Complete ``acks`` in one request (no lease asked)."""
+        try:
+            results = await client.ack(self.queue, complete=[(m.id, m.lease_id) for m in acks])
+        except (httpx.TransportError, ApiError) as error:
+            self._outcomes.unacknowledged(acks, error)
+            return
+        self._outcomes.acknowledged(acks, results)
 
-    async def _drain(self) -> None:
-        if self._tasks:
+    async def _drain(self, client: AsyncClient) -> None:
+        while self._held.waiting:  # leased ahead, never started: given back at once
+            self._release(self._held.waiting.popleft())
+        running = self._held.running
+        if running:
             log.info(
                 "stopping: waiting up to %.0f s for %d handlers",
                 self.shutdown_timeout,
-                len(self._tasks),
+                len(running),
             )
-            await self._wait_or_cancel(self._tasks)
-        # Then the completions still on their way (a cancelled one leaves its lease to expire:
-        # the message comes back, as after a crash).
-        await self._wait_or_cancel(self._settling)
-
-    async def _wait_or_cancel(self, tasks: set[asyncio.Task[None]]) -> None:
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(set(tasks), timeout=self.shutdown_timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+            _, late = await asyncio.wait(set(running), timeout=self.shutdown_timeout)
+            for work in late:
+                work.cancel()  # released by _ended
+            if late:
+                await asyncio.wait(late)
+        while acks := self._take_finished():
+            await self._acknowledge(client, acks)
+        # Then failures, releases and replies still on their way (a cancelled one leaves its
+        # lease to expire: the message comes back, as after a crash).
+        while self._background:
+            _, late_reports = await asyncio.wait(
+                set(self._background), timeout=self.shutdown_timeout
+            )
+            for task in late_reports:
+                task.cancel()
+            if late_reports:
+                await asyncio.wait(late_reports)
+            while acks := self._take_finished():
+                await self._acknowledge(client, acks)
 
     # --- one message -----------------------------------------------------------------------------
 
-    async def _process(
-        self,
-        client: AsyncClient,
-        executor: concurrent.futures.Executor,
-        message: Leased,
-        lease: int,
-    ) -> None:
-        work = asyncio.ensure_future(self._call_handler(executor, message))
-        try:
-            await self._heartbeat_until_done(client, message, work, lease)
-        except asyncio.CancelledError:
-            work.cancel()
-            await self._outcomes.release(message)
-            raise
-        error = work.exception()
-        if error is None:
-            # The handler is done: its slot is free for the next message while the completion
-            # travels (pipelined, and gathered with others into one acknowledgement).
-            settle = asyncio.create_task(self._outcomes.complete(message, work.result()))
-            self._settling.add(settle)
-            settle.add_done_callback(self._settled)
+    def _take_on(self, client: AsyncClient, message: Leased) -> None:
+        """A message just leased: run it if a handler is free, else it waits for one."""
+        held = self._held.hold(message)
+        self._count(leased=1)
+        if len(self._held.running) < self.concurrency:
+            self._start(client, held)
         else:
-            await self._outcomes.fail(message, error)
+            self._held.waiting.append(held)
 
-    async def _call_handler(self, executor: concurrent.futures.Executor, message: Leased) -> Any:
-        if inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(
-            getattr(self.handler, "__call__", None)  # noqa: B004 - an async callable object
-        ):
-            return await self.handler(message)
+    def _start(self, client: AsyncClient, held: Held) -> None:
+        work: asyncio.Future[Any]
+        if self._is_async:
+            work = asyncio.ensure_future(self.handler(held.message))
+        else:
+            work = asyncio.ensure_future(self._call_sync_handler(held.message))
+        self._held.running[work] = held
+        work.add_done_callback(functools.partial(self._ended, client))
+
+    async def _call_sync_handler(self, message: Leased) -> Any:
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(executor, functools.partial(self.handler, message))
+        result = await loop.run_in_executor(self._executor, self.handler, message)
         if inspect.isawaitable(result):
             return await result
         return result
 
-    async def _heartbeat_until_done(
-        self, client: AsyncClient, message: Leased, work: asyncio.Future[Any], lease: int
-    ) -> None:
-        interval, held = lease / 3, True
-        while True:
-            done, _ = await asyncio.wait({work}, timeout=interval)
-            if done:
-                return
-            if not held:
-                continue
-            try:
-                await client.extend(self.queue, message.id, message.lease_id, lease)
-                self._count(heartbeats=1)
-            except (LeaseMismatch, InvalidState, NotFound) as error:
-                held = False
-                log.warning("lease of %s lost while its handler runs: %s", message.id, error)
-            except (httpx.TransportError, ApiError) as error:
-                log.warning("heartbeat of %s failed: %s", message.id, error)
+    def _ended(self, client: AsyncClient, work: asyncio.Future[Any]) -> None:
+        """A handler returned, raised or was cancelled: its outcome goes on its way, and a
+        message waiting for a handler takes its place."""
+        held = self._held.running.pop(work)
+        message = held.message
+        if work.cancelled():
+            self._release(held)
+        else:
+            self._held.let_go(held)
+            if (error := work.exception()) is not None:
+                self._spawn(self._outcomes.fail(message, error))
+            elif self._outcomes.wants_reply(message):
+                self._spawn(self._reply_then_complete(client, message, work.result()))
+            else:
+                self._completed(message)
+        if self._held.waiting and not self._stopping.is_set():
+            self._start(client, self._held.waiting.popleft())
+        else:
+            self._lease_ahead.handler_idle()
+        self._turn.set()
+        self._changed.set()
+
+    def _release(self, held: Held) -> None:
+        self._held.let_go(held)
+        self._spawn(self._outcomes.release(held.message))
+
+    def _completed(self, message: Leased) -> None:
+        self._finished.append(message)
+
+    async def _reply_then_complete(self, client: AsyncClient, message: Leased, result: Any) -> None:
+        if await self._outcomes.send_reply(message, result):
+            self._completed(message)
+            self._turn.set()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("worker task crashed", exc_info=error)
+        self._changed.set()
 
     # --- stats -----------------------------------------------------------------------------------
 
     def _count(self, **increments: int) -> None:
-        self._stats = replace(
-            self._stats,
-            **{key: getattr(self._stats, key) + n for key, n in increments.items()},
-        )
+        for key, n in increments.items():
+            self._counts[key] += n
         self._changed.set()
