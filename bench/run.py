@@ -20,7 +20,17 @@ from bench.peers import pgqueuer, raw
 from bench.processes import cpu_delta
 from bench.report.render import progress_line, render_report
 from bench.report.rows import build_rows
-from bench.workloads import backlog, delays, enqueue, exclusive, process, soak, wake
+from bench.workloads import (
+    backlog,
+    cycle,
+    delays,
+    enqueue,
+    exclusive,
+    process,
+    soak,
+    wake,
+    worker,
+)
 from bench.workloads import filter as metadata_filter
 
 THROUGHPUT: tuple[tuple[str, Callable[[Ctx], dict[str, Any]]], ...] = (
@@ -28,6 +38,8 @@ THROUGHPUT: tuple[tuple[str, Callable[[Ctx], dict[str, Any]]], ...] = (
     ("enqueue_b1", lambda ctx: enqueue.measure(ctx, 1)),
     ("process_b100", lambda ctx: process.measure(ctx, 100)),
     ("process_b1", lambda ctx: process.measure(ctx, 1)),
+    ("process_cycle", cycle.measure),
+    ("worker", worker.measure),
     ("wake", wake.measure),
 )
 """The workloads measured ``--runs`` times, one run of each in turn, beside their baselines."""

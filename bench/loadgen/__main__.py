@@ -9,11 +9,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench.loadgen import peers, sundial
+from bench.loadgen import cycle, peers, sundial, worker
 
 MODES: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
     "enqueue": sundial.enqueue,
     "process": sundial.process,
+    "worker": worker.worker,
+    "cycle": cycle.cycle,
     "wake": sundial.wake,
     "notify_wake": peers.notify_wake,
     "delays": sundial.delays,

@@ -117,6 +117,36 @@ def process(ctx: Ctx, batch: int) -> dict[str, Any]:
     return raw
 
 
+def cycle(ctx: Ctx) -> dict[str, Any]:
+    """Sundial's worker cycle in one transaction (complete the last, claim the next), in
+    pgbench, same clients."""
+    env, size = ctx.env, ctx.size
+    reset(env)
+    per_client = max(2, ctx.backlog_for("raw_cycle", size["duration"]) // CLIENTS)
+    prefill(env, 1, per_client * CLIENTS, table="bench_raw_messages")
+    env.checkpoint()
+    raw = env.pgbench(
+        "cycle.sql",
+        clients=CLIENTS,
+        transactions=per_client,
+        defines={"batch": 1, "items": "[]"},
+    )
+    by_state = counts(env)
+    # Each transaction completes the message the one before claimed: a client's first
+    # completes nothing and its last claim is left running.
+    expected = raw["transactions"] - CLIENTS
+    raw["rate"] = raw["tps"]
+    ctx.learn("raw_cycle", raw["rate"])
+    check(
+        ctx,
+        "raw cycle: each transaction completed the last one's claim, one left running per client",
+        by_state.get("completed", 0) == expected and by_state.get("running", 0) == CLIENTS,
+        {"counts": by_state, "expected_completed": expected},
+    )
+    reset(env)
+    return raw
+
+
 def wake(ctx: Ctx) -> dict[str, Any]:
     """LISTEN on one connection, NOTIFY + commit on another: commit → callback."""
     return ctx.env.loadgen(

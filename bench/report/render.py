@@ -7,6 +7,17 @@ from typing import Any
 
 from bench.stats import median
 
+THROUGHPUT_KEYS = (
+    "enqueue_b100",
+    "enqueue_b1",
+    "process_b100",
+    "process_b1",
+    "process_cycle",
+    "worker",
+    "wake",
+)
+"""The workloads measured beside their baselines, whose CPU the report tabulates."""
+
 
 def _fmt(x: Any) -> str:
     """A figure as the table shows it: — for none, 2 decimals under 10, 1 under 100."""
@@ -63,7 +74,7 @@ def cpu_table(res: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for key, runs in res.get("workloads", {}).items():
-        if key not in ("enqueue_b100", "enqueue_b1", "process_b100", "process_b1", "wake"):
+        if key not in THROUGHPUT_KEYS:
             continue
         for system in ("sundial", "raw", "peer"):
             cpu = [r[system]["cpu"] for r in runs if system in r]

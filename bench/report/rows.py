@@ -62,6 +62,7 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
         target: float,
         raw_share: float | None = None,
         p99_max: float | None = None,
+        peer_share: float | None = None,
     ) -> None:
         runs = w.get(key)
         if not runs:
@@ -81,6 +82,10 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
         if p99_max is not None:
             met = met and p99 is not None and p99 <= p99_max
             tgt += f", p99 <= {p99_max:g} ms"
+        vs_peer = _ratio_med(runs, ("sundial", "rate"), ("peer", "rate"))
+        if peer_share is not None:
+            met = met and vs_peer is not None and vs_peer >= peer_share
+            tgt += f", >= {peer_share:g}x PgQueuer"
         rows.append(
             {
                 "workload": label,
@@ -89,7 +94,7 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
                 "raw": raw,
                 "peer": peer,
                 "vs_raw": vs_raw,
-                "vs_peer": _ratio_med(runs, ("sundial", "rate"), ("peer", "rate")),
+                "vs_peer": vs_peer,
                 "p50_ms": p50,
                 "p99_ms": p99,
                 "target": tgt,
@@ -101,6 +106,8 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
     tput("enqueue_b1", "2. enqueue, 1/request, 8 clients", 3_000, p99_max=20)
     tput("process_b100", "3. dequeue 100 + ack 100, 8 consumers", 20_000, raw_share=0.40)
     tput("process_b1", "4. dequeue 1 + complete 1, 8 consumers", 1_500)
+    tput("process_cycle", "4c. complete 1 + lease next, 1 request, 8 consumers", 0, raw_share=0.6)
+    tput("worker", "4w. Worker end to end, no-op handler, concurrency 8", 0, peer_share=1.0)
 
     if w.get("wake"):
         runs = w["wake"]

@@ -34,3 +34,8 @@ def test_the_raw_ack_reads_the_servers_document() -> None:
     server = recordset_columns(MESSAGES_COMPLETE_IF_LEASED.text)
     assert server == [["id text", "lease_id uuid"]]
     assert recordset_columns((PGBENCH / "process.sql").read_text()) == server
+
+
+def test_the_raw_cycle_reads_the_servers_document() -> None:
+    server = recordset_columns(MESSAGES_COMPLETE_IF_LEASED.text)
+    assert recordset_columns((PGBENCH / "cycle.sql").read_text()) == server
