@@ -41,7 +41,7 @@ def load_handler(spec: str) -> Any:
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),
-    help="Most messages leased ahead of free handlers (default: three per handler).",
+    help="Most messages leased ahead of free handlers (default: 100).",
 )
 @click.option("--lease-seconds", type=int, help="Lease per message (default: the queue's).")
 @click.option("--wait-seconds", default=MAX_WAIT_SECONDS, show_default=True, help="Long poll.")

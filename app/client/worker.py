@@ -59,6 +59,10 @@ MAX_ACK_BATCH = 100
 _UNREACHABLE = (httpx.TransportError, Unavailable, RateLimited)
 """What makes the worker back off and try again."""
 
+DEFAULT_PREFETCH = 100
+"""Most messages a worker leases ahead of free handlers unless told (one full request's worth:
+only handlers that finish faster than a round trip ever get that far)."""
+
 TURNS_IN_FLIGHT = 2
 """Requests a worker has on their way at once: the next leases while the last is answered."""
 
@@ -101,7 +105,7 @@ class Worker:
         shutdown_timeout: seconds running handlers get to finish after stop() before their
             messages are released.
         burst: stop once nothing is ready and no handler is running (for scripts and tests).
-        prefetch: most messages leased ahead of free handlers (default three per handler).
+        prefetch: most messages leased ahead of free handlers (default 100, one full request).
             The worker leases ahead only as far as its handlers go idle waiting for the next
             answer: fast handlers then never wait for a round trip, and nothing is leased ahead
             of slow ones. A message leased ahead holds its lease (with heartbeats) and counts an
@@ -136,7 +140,7 @@ class Worker:
         self.metadata = metadata
         self.shutdown_timeout = shutdown_timeout
         self.burst = burst
-        self.prefetch = 3 * concurrency if prefetch is None else max(0, prefetch)
+        self.prefetch = DEFAULT_PREFETCH if prefetch is None else max(0, prefetch)
         self._lease_ahead = LeaseAhead(concurrency, self.prefetch)
         self._client = client
         self._url, self._token = url, token
