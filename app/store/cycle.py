@@ -4,10 +4,11 @@
 On a simple queue both are one transaction on one connection: the batch acknowledgement's
 statements (:func:`~app.store.messages.acknowledgement`) and then the dequeue's own claim
 (:mod:`app.store.sql.claim`), committed together; either both stand or neither does, and the
-consumer pays one commit for both. On an exclusive queue the acknowledgement commits first, and
-the claim then runs in rounds as a dequeue does (a round can lose a race for an exclusive value,
-which would abort a shared transaction); should the claim fail once the acknowledgement has
-committed, the answer still carries the acknowledgement's results, with no message.
+consumer pays one commit and one round trip for both (psycopg's pipeline mode). On an
+exclusive queue the acknowledgement commits first, and the claim then runs in rounds as a
+dequeue does (a round can lose a race for an exclusive value, which would abort a shared
+transaction); should the claim fail once the acknowledgement has committed, the answer still
+carries the acknowledgement's results, with no message.
 """
 
 from __future__ import annotations
@@ -23,12 +24,7 @@ from app.core.errors import CatalogueChangedError, UnavailableError
 from app.core.models import LeasedMessage, NextLease, Queue
 from app.store.dequeue import DequeueStore, leased_messages
 from app.store.errors import retry_transient
-from app.store.messages import (
-    MessageStore,
-    acknowledged,
-    acknowledgement,
-    run_acknowledgement,
-)
+from app.store.messages import MessageStore, acknowledged, acknowledgement
 
 log = logging.getLogger("sundial.store")
 
@@ -67,13 +63,20 @@ class CycleStore(MessageStore, DequeueStore):
         fail: Sequence[tuple[str, str | None, str | None]],
         claim: NextLease,
     ) -> tuple[_Pairs, _Pairs, list[LeasedMessage]]:
-        statements = acknowledgement(queue, complete, fail)
-        claim_statement = self._claim(queue, claim.count, claim.lease_seconds, claim.metadata)
+        statements = [
+            *acknowledgement(queue, complete, fail),
+            self._claim(queue, claim.count, claim.lease_seconds, claim.metadata),
+        ]
         async with self._driver() as driver:
-            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
-            async with driver.transaction():
-                changed = await run_acknowledgement(cursor, statements)
-                await cursor.execute(*claim_statement)
-                rows = await cursor.fetchall()
+            # One round trip: BEGIN, the acknowledgement's statements, the claim and COMMIT go
+            # out together in pipeline mode, and their results are read once all have run.
+            cursors: list[psycopg.AsyncCursor[Any]] = []
+            async with driver.pipeline(), driver.transaction():
+                for statement, params in statements:
+                    cursor = driver.cursor(row_factory=namedtuple_row)
+                    await cursor.execute(statement, params)
+                    cursors.append(cursor)
+            *acks, claimed = [await cursor.fetchall() for cursor in cursors]
+        changed = [{(r.id, r.lease_id) for r in rows} for rows in acks]
         completed, failed = acknowledged(changed, complete, fail)
-        return completed, failed, leased_messages(rows)
+        return completed, failed, leased_messages(claimed)
