@@ -4,7 +4,8 @@ A waiting request holds no database connection. It tries to dequeue; when nothin
 parks on its :class:`Waiter` until one of:
 
 - a notification for its queue (enqueue, promotion, lease release: see
-  :mod:`app.store.notifications`), fanned out by the :class:`WaiterRegistry`;
+  :mod:`app.store.notifications`): the :class:`WaiterRegistry` wakes one waiter of the queue
+  per notification, and a waiter that leases all it asked for wakes the next;
 - the fallback timer (:attr:`WaiterRegistry.fallback_seconds`, 1 s): covers notifications lost
   while the listener reconnects;
 - its deadline, after which it tries a last time and answers, possibly with nothing;
@@ -12,7 +13,7 @@ parks on its :class:`Waiter` until one of:
   so no message is leased to a consumer that can no longer receive it.
 
 It answers as soon as it has at least one message (it does not wait to fill ``count``). A
-notification wakes every waiter of the queue; the ones that find nothing park again.
+woken waiter that finds nothing parks again.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ async def dequeue(
             while not waiter.closed:
                 leased = await service.dequeue_planned(plan)
                 remaining = deadline - loop.time()
+                if len(leased) == plan.count:
+                    registry.pass_on(plan.queue.id)  # more may be ready: wake the next
                 if leased or remaining <= 0:
                     return leased
                 if await registry.before_park(plan.queue.id):
@@ -83,6 +86,8 @@ async def dequeue(
                 # Each look after waking checks that the queue is still as planned (paused,
                 # resumed, reconfigured or deleted meanwhile: see QueueService.dequeue_planned).
                 await waiter.wait(min(registry.fallback_seconds, remaining))
+            if waiter.woken:
+                registry.pass_on(plan.queue.id)  # leaving without looking: another looks
             return []
         finally:
             if watcher is not None:

@@ -27,6 +27,11 @@ class Waiter:
 
     __slots__ = ("_event", "_on_park", "closed", "parked")
 
+    @property
+    def woken(self) -> bool:
+        """A wake-up is pending (its next :meth:`wait` returns at once)."""
+        return self._event.is_set()
+
     def __init__(self, on_park: Callable[[], None]) -> None:
         self._event = asyncio.Event()
         self._on_park = on_park
@@ -90,7 +95,8 @@ class WaiterRegistry:
         self.idle_seconds = idle_seconds
         self.registrar = registrar
         """Where queues are registered for notifications (None: every statement notifies)."""
-        self._by_queue: dict[int, set[Waiter]] = {}
+        self._by_queue: dict[int, dict[Waiter, None]] = {}
+        """The waiters of each queue, in the order they subscribed (an ordered set)."""
         self._closed = False
         self._changed = asyncio.Event()
         self._registered: set[int] = set()
@@ -149,9 +155,26 @@ class WaiterRegistry:
         self.notify_all()
 
     def notify(self, queue_id: int) -> None:
-        """Wake the requests waiting on ``queue_id`` (something may be ready there)."""
-        for waiter in self._by_queue.get(queue_id, ()):
-            waiter.wake()
+        """Something may be ready in ``queue_id``: wake one of its requests, the one parked
+        longest (else one about to park), unless one is already woken and has yet to look.
+
+        One, not all: a notification usually stands for one message, and every request woken
+        runs a claim, so waking them all would make all but one claim for nothing, on the
+        cores the winner needs. A request that leases a full batch passes the wake-up on
+        (:meth:`pass_on`), so a batch of messages still reaches every waiting request.
+        """
+        waiters = self._by_queue.get(queue_id)
+        if not waiters:
+            return
+        if any(w.woken for w in waiters):
+            return
+        parked = next((w for w in waiters if w.parked), None)
+        (parked or next(iter(waiters))).wake()
+
+    def pass_on(self, queue_id: int) -> None:
+        """A woken request leased all it asked for, or left without looking: more may be
+        ready, so wake the next one."""
+        self.notify(queue_id)
 
     def notify_all(self) -> None:
         """Wake every waiting request (notifications may have been missed)."""
@@ -172,12 +195,12 @@ class WaiterRegistry:
         waiter = Waiter(self._park_changed)
         if self._closed:
             waiter.close()
-        waiters = self._by_queue.setdefault(queue_id, set())
-        waiters.add(waiter)
+        waiters = self._by_queue.setdefault(queue_id, {})
+        waiters[waiter] = None
         try:
             yield waiter
         finally:
-            waiters.discard(waiter)
+            waiters.pop(waiter, None)
             if not waiters:
                 self._by_queue.pop(queue_id, None)
 

@@ -287,3 +287,43 @@ async def terminate(runtime: Any, pid: int) -> None:
     ) as conn:
         cursor = await conn.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
         assert (await cursor.fetchone()) == (True,)
+
+
+async def test_a_notification_wakes_one_waiter_and_a_full_batch_wakes_the_next(
+    alpha: Caller, queue: str
+) -> None:
+    registry = alpha.runtime.waiters
+    registry.fallback_seconds = 60  # only notifications and passed-on wake-ups wake them
+    qid = await queue_id(alpha)
+    consumers = [asyncio.create_task(consume(alpha, queue, wait_seconds=10)) for _ in range(3)]
+    await asyncio.wait_for(registry.wait_for_waiting(qid, 3), TIMEOUT)
+    # One message: one waiter is woken and leases it; the other two stay parked.
+    await enqueue(alpha, queue, "one")
+    done, _ = await asyncio.wait(consumers, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1
+    (first,) = done
+    assert [m["id"] for m in (await first)[0]] == ["one"]
+    rest = [c for c in consumers if c is not first]
+    await asyncio.wait_for(registry.wait_for_waiting(qid, 2), TIMEOUT)
+    # Two messages in one statement, one notification: the first waiter woken leases a full
+    # batch (count 1) and passes the wake-up on, so both get one.
+    body = {"messages": [{"id": "two-a"}, {"id": "two-b"}]}
+    assert (await alpha.post(f"{queue}/messages", json=body)).status_code == 201
+    answers = await asyncio.wait_for(asyncio.gather(*rest), TIMEOUT)
+    assert sorted(m["id"] for messages, _ in answers for m in messages) == ["two-a", "two-b"]
+
+
+async def test_the_registry_wakes_the_longest_parked_waiter_once() -> None:
+    registry = WaiterRegistry()
+    with registry.subscribe(1) as early, registry.subscribe(1) as late:
+        first = asyncio.create_task(early.wait(60))
+        second = asyncio.create_task(late.wait(60))
+        await asyncio.wait_for(registry.wait_for_waiting(1, 2), TIMEOUT)
+        registry.notify(1)
+        registry.notify(1)  # the woken one has yet to look: nothing more to wake
+        assert (early.woken, late.woken) == (True, False)
+        assert await asyncio.wait_for(first, TIMEOUT) is True
+        assert not second.done()
+        registry.pass_on(1)  # it leased a full batch: the next one looks too
+        assert await asyncio.wait_for(second, TIMEOUT) is True
+    registry.notify(1)  # no waiters: nothing happens
