@@ -6,6 +6,8 @@ parks on its :class:`Waiter` until one of:
 - a notification for its queue (enqueue, promotion, lease release: see
   :mod:`app.store.notifications`): the :class:`WaiterRegistry` wakes one waiter of the queue
   per notification, and a waiter that leases all it asked for wakes the next;
+- the moment the next delayed message of its queue becomes visible (the claim takes a due
+  message at once, without waiting for the scheduler to promote it and notify);
 - the fallback timer (:attr:`WaiterRegistry.fallback_seconds`, 1 s): covers notifications lost
   while the listener reconnects;
 - its deadline, after which it tries a last time and answers, possibly with nothing;
@@ -26,7 +28,11 @@ from app.api.schemas.consuming import Dequeue
 from app.core import validation
 from app.core.models import LeasedMessage
 from app.core.service import QueueService
+from app.core.service.consuming import DequeuePlan
 from app.web.waiters import Waiter, WaiterRegistry
+
+DUE_RETRY_SECONDS = 0.05
+"""How soon a request looks again when a delayed message is due but was not its to take."""
 
 
 async def _watch_disconnect(receive: Receive, waiter: Waiter) -> None:
@@ -38,6 +44,20 @@ async def _watch_disconnect(receive: Receive, waiter: Waiter) -> None:
 def check_wait(request: Dequeue, field: str = "wait_seconds") -> int:
     """The request's ``wait_seconds``, checked (``field`` names it in the error)."""
     return validation.integer(field, request.wait_seconds, 0, validation.MAX_WAIT_SECONDS)
+
+
+async def _until_next_look(
+    service: QueueService, registry: WaiterRegistry, plan: DequeuePlan, remaining: float
+) -> float:
+    """How long to park: until the fallback timer, the deadline or the moment the queue's next
+    delayed message becomes visible, whichever comes first (a message already due that this
+    request did not take, another filter's, is promoted within a scheduler tick: look again
+    after :data:`DUE_RETRY_SECONDS`)."""
+    due = await service.next_due_in(plan)
+    wait = min(registry.fallback_seconds, remaining)
+    if due is not None:
+        wait = min(wait, due if due > 0 else DUE_RETRY_SECONDS)
+    return wait
 
 
 async def dequeue(
@@ -85,7 +105,7 @@ async def dequeue(
                     watcher = asyncio.create_task(_watch_disconnect(receive, waiter))
                 # Each look after waking checks that the queue is still as planned (paused,
                 # resumed, reconfigured or deleted meanwhile: see QueueService.dequeue_planned).
-                await waiter.wait(min(registry.fallback_seconds, remaining))
+                await waiter.wait(await _until_next_look(service, registry, plan, remaining))
             if waiter.woken:
                 registry.pass_on(plan.queue.id)  # leaving without looking: another looks
             return []

@@ -19,6 +19,7 @@ from app.store.errors import is_unique_violation, retry_transient
 from app.store.paths import StorePaths, driver_sql
 from app.store.rows import queue_guard
 from app.store.sql.claim import exclusive_scan, messages_claim
+from app.store.sql.due import MESSAGES_NEXT_DUE, NEXT_DUE_SCAN
 
 log = logging.getLogger("sundial.store")
 
@@ -27,6 +28,7 @@ log = logging.getLogger("sundial.store")
 EXCLUSIVE_CLAIM_RETRIES = 20
 
 _json = msgspec.json.Encoder()
+_NEXT_DUE = driver_sql(MESSAGES_NEXT_DUE)
 
 
 @functools.cache
@@ -68,6 +70,14 @@ class DequeueStore(StorePaths):
         else:
             rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
         return leased_messages(rows)
+
+    async def next_due_in(self, queue: Queue) -> float | None:
+        """Seconds until the next delayed message of ``queue`` becomes visible (or a time to
+        look again, at most :data:`~app.store.sql.due.NEXT_DUE_SCAN` entries away); None when
+        it has none."""
+        rows = await self._driver_rows(_NEXT_DUE, {"queue_id": queue.id, "scan": NEXT_DUE_SCAN})
+        seconds = rows[0].seconds if rows else None
+        return None if seconds is None else float(seconds)
 
     @staticmethod
     def _claim(

@@ -86,6 +86,19 @@ async def test_delayed_message_is_served_when_due(alpha: Caller, queue: str) -> 
     assert 0.9 <= answered - committed < 2.0
 
 
+async def test_a_parked_consumer_wakes_when_the_next_delayed_message_is_due(
+    alpha: Caller, queue: str
+) -> None:
+    # No scheduler, no notification, a fallback timer far away: only the wait computed from
+    # the queue's next visible_at can serve the message in time.
+    alpha.runtime.waiters.fallback_seconds = 60
+    committed = await enqueue(alpha, queue, "soon", delay_seconds=1)
+    await enqueue(alpha, queue, "much-later", delay_seconds=3600)
+    messages, answered = await consume(alpha, queue, wait_seconds=10)
+    assert [m["id"] for m in messages] == ["soon"]
+    assert 0.9 <= answered - committed < 5.0
+
+
 async def test_one_message_for_many_waiters(alpha: Caller, queue: str) -> None:
     registry = alpha.runtime.waiters
     registry.fallback_seconds = 60

@@ -62,6 +62,11 @@ class Consuming(ServiceBase):
         )
         return await self.dequeue_planned(plan)
 
+    async def next_due_in(self, plan: DequeuePlan) -> float | None:
+        """Seconds until the next delayed message of the plan's queue becomes visible (a long
+        poll then looks again, as the claim takes a due message at once); None if none."""
+        return await self.store.next_due_in(plan.queue)
+
     async def dequeue_planned(self, plan: DequeuePlan) -> list[LeasedMessage]:
         """Run a planned dequeue (again and again, for a long poll).
 
