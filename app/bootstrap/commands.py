@@ -104,7 +104,7 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
                 port=settings.port,
                 workers=settings.workers,
                 loop="uvloop",
-                http="httptools",
+                http="app.web.one_send:OneSendHttpToolsProtocol",
                 log_level=settings.log_level.lower(),
                 access_log=False,
                 timeout_graceful_shutdown=25,

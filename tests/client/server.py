@@ -31,7 +31,14 @@ def running_server(database_url: str, **settings: Any) -> Iterator[str]:
         )
     )
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http="app.web.one_send:OneSendHttpToolsProtocol",  # as `sundial serve` answers
+    )
     server = uvicorn.Server(config)
     started = threading.Event()
     original_startup = server.startup
