@@ -22,6 +22,7 @@ from app.core.models import EnqueueOutcome, Message, MessageChanges, Queue
 from app.core.ports import GuardState, NewRow
 from app.core.states import Event, State, allowed_from
 from app.store import batches
+from app.store.coalesce import EnqueueCoalescer
 from app.store.errors import TRANSIENT_RETRIES, retry_transient
 from app.store.paths import StorePaths, driver_sql
 from app.store.rows import message_from_row, queue_guard, queue_params
@@ -46,10 +47,12 @@ _REQUEUE = driver_sql(transitions.MESSAGE_REQUEUE_IF_DEAD_LETTER)
 _UPDATE = driver_sql(transitions.MESSAGE_UPDATE_IF_WAITING)
 
 
-def _enqueue_params(queue: Queue, rows: Sequence[NewRow]) -> tuple[LiteralString, dict[str, Any]]:
-    """The enqueue statement for ``rows`` and its parameters: plain values for one message,
-    one JSON document for a batch (the same statement otherwise)."""
-    guard = queue_guard(queue)
+def _enqueue_params(
+    queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any]
+) -> tuple[LiteralString, dict[str, Any]]:
+    """The enqueue statement for ``rows`` and its parameters (``guard``: the catalogue guard):
+    plain values for one message, one JSON document for a batch (the same statement
+    otherwise)."""
     if len(rows) == 1:
         [row] = rows
         return _ENQUEUE_ONE, {
@@ -119,8 +122,20 @@ def acknowledged(
 class MessageStore(StorePaths):
     """Enqueue, transitions, acknowledgement, requeue and deletion of messages."""
 
-    @retry_transient
     async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]:
+        """Insert new messages (ids unique within the batch); existing ids are reported. The
+        concurrent enqueues of a queue in this process share statements and commits
+        (:mod:`app.store.coalesce`)."""
+        if self._coalescer is None:
+            self._coalescer = EnqueueCoalescer(self._enqueue_now)
+        return await self._coalescer.enqueue(queue, rows, queue_guard(queue))
+
+    _coalescer: EnqueueCoalescer | None = None
+
+    @retry_transient
+    async def _enqueue_now(
+        self, queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any]
+    ) -> list[EnqueueOutcome]:
         """Insert new messages (ids unique within the batch); existing ids are reported.
 
         The statement reports the state of every id it found taken, except one taken by a
@@ -134,7 +149,7 @@ class MessageStore(StorePaths):
         async with self._driver() as driver:
             cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
             for _ in range(TRANSIENT_RETRIES):
-                await cursor.execute(*_enqueue_params(queue, pending))
+                await cursor.execute(*_enqueue_params(queue, pending, guard))
                 for row in await cursor.fetchall():
                     if row.id is not None:  # not the wake-up branch's row
                         outcomes[row.id] = EnqueueOutcome(row.id, State(row.state), row.created)
