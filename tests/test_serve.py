@@ -6,11 +6,14 @@ and finds the data still there; also runs two worker processes sharing the datab
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import psutil
 import psycopg
 import pytest
 
@@ -100,3 +103,42 @@ def test_two_workers_share_one_database(tmp_path: Path) -> None:
             assert got.json()["messages"], "messages left but none dequeued"
             seen += [m["id"] for m in got.json()["messages"]]
         assert sorted(seen) == sorted(ids)
+        port = int(base.rsplit(":", 1)[1])
+        # Each worker accepts on a listening socket of its own (SO_REUSEPORT), so the kernel
+        # spreads connections over them: sixteen kept-alive clients reach both workers.
+        listening = _listening_sockets(port)
+        deadline = time.monotonic() + 60
+        while len(listening) < 2 and time.monotonic() < deadline:  # the other may still start
+            time.sleep(0.1)
+            listening = _listening_sockets(port)
+        assert len(listening) == 2, listening
+        assert len(set(listening.values())) == 2, "the workers share one listening socket"
+        clients = [httpx.Client(base_url=base) for _ in range(16)]
+        try:
+            for client in clients:
+                assert client.get("/healthz").status_code == 200
+            served = _established_by(port, set(listening))
+        finally:
+            for client in clients:
+                client.close()
+        assert set(served) == set(listening), served
+
+
+def _listening_sockets(port: int) -> dict[int, str]:
+    """The processes listening on ``port`` (the server's workers), each with the inode of its
+    listening socket."""
+    found = {}
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            found[conn.pid] = os.readlink(f"/proc/{conn.pid}/fd/{conn.fd}")
+    return found
+
+
+def _established_by(port: int, pids: set[int]) -> dict[int, int]:
+    """How many established connections to ``port`` each of ``pids`` holds."""
+    served: dict[int, int] = {}
+    for conn in psutil.net_connections(kind="tcp"):
+        mine = conn.status == psutil.CONN_ESTABLISHED and conn.laddr.port == port
+        if mine and conn.pid in pids:
+            served[conn.pid] = served.get(conn.pid, 0) + 1
+    return served

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from app.bootstrap import database
 from app.bootstrap.reader import create_reader
+from app.bootstrap.workers import run as run_workers
 from app.cli.admin import namespace, queue, token
 from app.cli.dev_cluster import dev_cluster
 from app.client.commands import COMMANDS as MESSAGE_COMMANDS
@@ -97,7 +98,7 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
         from app.observability.multiprocess import fresh_directory
 
         with fresh_directory():
-            uvicorn.run(
+            config = uvicorn.Config(
                 "app.bootstrap.server:create_app_from_env",
                 factory=True,
                 host=settings.host,
@@ -109,6 +110,7 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
                 access_log=False,
                 timeout_graceful_shutdown=25,
             )
+            run_workers(config)
 
 
 def _exit_normally(signum: int, frame: object) -> None:
