@@ -37,7 +37,7 @@ def test_readme_api_tour_runs_as_written(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     printed = [line for line in result.stdout.splitlines() if not line.startswith('{"')]
     # What the tour's comments promise, in order.
-    expected = ["urgent-7", "completed", "invisible", "2", "invisible", "2"]
+    expected = ["urgent-7", "completed", "invisible", "2", "web-2", "invisible", "2"]
     values = [line for line in printed if not re.match(r"^\d{4}-\d\d-\d\dT", line)]
     assert values[: len(expected)] == expected, result.stdout
     counts = values[-1]
