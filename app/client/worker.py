@@ -163,6 +163,8 @@ class Worker:
         """The last answer had fewer messages than asked: the queue ran dry."""
         self._failures = 0
         self._retry_at = 0.0
+        self._fatal: ApiError | None = None
+        """What made the worker stop on its own (raised by run_async once it has drained)."""
         self._background: set[asyncio.Task[None]] = set()
         """Failures, releases, replies, heartbeats and lone acknowledgements on their way."""
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -234,7 +236,12 @@ class Worker:
     # --- the loop --------------------------------------------------------------------------------
 
     async def run_async(self) -> WorkerStats:
-        """Run in the current event loop until :meth:`stop` (or, in burst mode, until idle)."""
+        """Run in the current event loop until :meth:`stop` (or, in burst mode, until idle).
+
+        Raises:
+            ApiError: the server refused to go on leasing (the queue was deleted, the token
+                revoked): raised once the running handlers have finished, as after stop().
+        """
         self._loop = asyncio.get_running_loop()
         client = self._client or AsyncClient(self._url, self._token)
         self._outcomes = Outcomes(client, self.queue, self._count)
@@ -251,6 +258,8 @@ class Worker:
             )
             await self._lease_loop(client)
             await self._drain(client)
+            if self._fatal is not None:
+                raise self._fatal
         finally:
             if self._executor is not None:
                 self._executor.shutdown(wait=False, cancel_futures=True)
@@ -323,6 +332,15 @@ class Worker:
                 delay = min(0.5 * 2**self._failures, 10.0)
                 self._retry_at = asyncio.get_running_loop().time() + delay
                 log.warning("dequeue failed (%s); again in %.1f s", error, delay)
+                return
+            except ApiError as error:  # the queue is gone, the token revoked: nothing to retry
+                if acks:
+                    self._outcomes.unacknowledged(acks, error)
+                if self._fatal is None:
+                    self._fatal = error
+                    log.error("worker on %s cannot go on: %s", self.queue, error)
+                self._stopping.set()  # as stop() does: running handlers finish and complete
+                self._turn.set()
                 return
             self._failures = 0
             self._dry = len(leased) < count

@@ -1,6 +1,7 @@
 """The worker's turns: fast handlers get messages leased ahead of them (more per request than
 handlers, two requests on their way), slow ones none; what was leased ahead and never started
-is given back at stop; a held message keeps its lease by heartbeats while it waits."""
+is given back at stop; a held message keeps its lease by heartbeats while it waits; a worker
+whose queue is deleted stops with the server's error instead of asking again and again."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import asyncio
 import json
 
 import httpx
+import pytest
 
-from app.client import AsyncClient, Leased, NewMessage, Worker
+from app.client import AsyncClient, Leased, NewMessage, NotFound, Worker
 from app.client.held import Holdings
 from app.client.outcomes import RELEASE_ERROR
 from tests.client.conftest import FAST_RETRY
@@ -128,3 +130,16 @@ async def test_a_held_message_keeps_its_lease_while_it_waits(q: str, aclient: As
     await asyncio.gather(*tasks)
     assert len(beats) >= 6
     assert (await aclient.complete(q, "waits", message.lease_id)).state == "completed"
+
+
+async def test_a_worker_whose_queue_is_deleted_stops_with_the_error(
+    q: str, aclient: AsyncClient
+) -> None:
+    await aclient.put_queue(q)
+    await aclient.enqueue(q, None, id="first")
+    worker = Worker(q, lambda message: None, client=aclient, wait_seconds=1)
+    task = asyncio.create_task(worker.run_async())
+    await worker.wait_for(lambda s: s.completed == 1, TIMEOUT)
+    await aclient.delete_queue(q)
+    with pytest.raises(NotFound):
+        await asyncio.wait_for(task, TIMEOUT)
