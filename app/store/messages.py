@@ -22,7 +22,7 @@ from app.core.models import EnqueueOutcome, Message, MessageChanges, Queue
 from app.core.ports import GuardState, NewRow
 from app.core.states import Event, State, allowed_from
 from app.store import batches
-from app.store.coalesce import EnqueueCoalescer
+from app.store.coalesce import StatementJoiner
 from app.store.errors import TRANSIENT_RETRIES, retry_transient
 from app.store.paths import StorePaths, driver_sql
 from app.store.rows import message_from_row, queue_guard, queue_params
@@ -38,6 +38,7 @@ _ENQUEUE = driver_sql(enqueue_sql.MESSAGES_ENQUEUE_IF_NEW)
 _ENQUEUE_ONE = driver_sql(enqueue_sql.MESSAGE_ENQUEUE_ONE_IF_NEW)
 _STATES = driver_sql(reads.MESSAGES_STATES)
 _COMPLETE_MANY = driver_sql(transitions.MESSAGES_COMPLETE_IF_LEASED)
+_COMPLETE_MANY_WHOLE = driver_sql(transitions.MESSAGES_COMPLETE_IF_LEASED_WHOLE)
 _FAIL_MANY = driver_sql(transitions.MESSAGES_FAIL_IF_LEASED)
 _COMPLETE = driver_sql(transitions.MESSAGE_COMPLETE_IF_LEASED)
 _FAIL = driver_sql(transitions.MESSAGE_FAIL_IF_LEASED)
@@ -119,6 +120,14 @@ def acknowledged(
     return (next(done) if complete else set()), (next(done) if fail else set())
 
 
+def _row_id(row: NewRow) -> str:
+    return row.id
+
+
+def _item_id(item: tuple[str, str | None]) -> str:
+    return item[0]
+
+
 class MessageStore(StorePaths):
     """Enqueue, transitions, acknowledgement, requeue and deletion of messages."""
 
@@ -126,11 +135,12 @@ class MessageStore(StorePaths):
         """Insert new messages (ids unique within the batch); existing ids are reported. The
         concurrent enqueues of a queue in this process share statements and commits
         (:mod:`app.store.coalesce`)."""
-        if self._coalescer is None:
-            self._coalescer = EnqueueCoalescer(self._enqueue_now)
-        return await self._coalescer.enqueue(queue, rows, queue_guard(queue))
+        if self._joined_enqueues is None:
+            self._joined_enqueues = StatementJoiner(self._enqueue_now, _row_id)
+        return await self._joined_enqueues.run(queue, rows, queue_guard(queue))
 
-    _coalescer: EnqueueCoalescer | None = None
+    _joined_enqueues: StatementJoiner[NewRow, EnqueueOutcome] | None = None
+    _joined_completes: StatementJoiner[tuple[str, str | None], Message | None] | None = None
 
     @retry_transient
     async def _enqueue_now(
@@ -226,10 +236,40 @@ class MessageStore(StorePaths):
         return message_from_row(row) if row is not None else None
 
     async def complete(self, queue: Queue, message_id: str, lease_id: str | None) -> Message | None:
-        """running -> completed, if ``lease_id`` is the current lease."""
-        return await self._transition(
-            _COMPLETE, queue, message_id, Event.COMPLETE, lease_id=lease_id
+        """running -> completed, if ``lease_id`` is the current lease. The concurrent completes
+        of a queue in this process share statements and commits (:mod:`app.store.coalesce`)."""
+        if self._joined_completes is None:
+            self._joined_completes = StatementJoiner(self._complete_now, _item_id)
+        [completed] = await self._joined_completes.run(
+            queue, [(message_id, lease_id)], queue_guard(queue)
         )
+        return completed
+
+    @retry_transient
+    async def _complete_now(
+        self, queue: Queue, items: Sequence[tuple[str, str | None]], guard: dict[str, Any]
+    ) -> list[Message | None]:
+        """Complete ``(id, lease_id)`` items in one statement; each completed message, or None
+        where the lease was not current."""
+        if len(items) == 1:
+            [(message_id, lease_id)] = items
+            params = {**queue_params(queue), **guard, "lease_id": lease_id}
+            completed = await self._transition(
+                _COMPLETE, queue, message_id, Event.COMPLETE, **params
+            )
+            return [completed]
+        params = {
+            **queue_params(queue),
+            **guard,
+            "items": batches.lease_items(items),
+            "from_states": from_states(Event.COMPLETE),
+        }
+        async with self._driver() as driver:
+            cursor = driver.cursor(row_factory=dict_row)
+            await cursor.execute(_COMPLETE_MANY_WHOLE, params)
+            rows = await cursor.fetchall()
+        done = {(row["id"], row["lease_id"]): message_from_row(row) for row in rows}
+        return [done.get(item) for item in items]
 
     async def fail(
         self,

@@ -1,9 +1,10 @@
-"""Concurrent enqueues share statements (app/store/coalesce.py) and still answer each request as
-if it had been written alone: on a real database, many one-message requests of one queue are
-all stored with fewer statements than requests, and an id two requests share is created once
-and reported to the later one as existing; with a stand-in writer, a refused value fails only
-its own request, a database error fails every joined request, and a request whose caller left
-does not stop the others."""
+"""Concurrent enqueues and completes share statements (app/store/coalesce.py) and still answer
+each request as if it had been written alone: on a real database, many one-message requests of
+one queue are all stored (or completed) with fewer statements than requests, an id two requests
+share is created once and reported to the later one as existing, and a complete with a stale
+lease is refused while the others of its statement complete; with a stand-in writer, a refused
+value fails only its own request, a database error fails every joined request, and a request
+whose caller left does not stop the others."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.errors import UnavailableError, ValidationError
+from app.core.errors import LeaseMismatchError, UnavailableError, ValidationError
 from app.core.models import EnqueueOutcome, NewMessage, Queue, QueueConfig
 from app.core.ports import NewRow
 from app.core.service import QueueService
 from app.core.states import State
-from app.store.coalesce import MAX_JOINED_ROWS, EnqueueCoalescer
+from app.store.coalesce import MAX_JOINED_ITEMS, StatementJoiner
 from app.store.postgres import PostgresStore
-from tests.helpers import count_messages, make_queue
+from tests.helpers import count_messages, make_queue, states_of
 
 GUARD: dict[str, Any] = {"catalogue_version": None, "valid_until": None}
 
@@ -41,8 +42,8 @@ async def test_concurrent_requests_share_statements(
         [(f"m{i}", True)] for i in range(60)
     ]
     assert await count_messages(engine, queue.id) == 60
-    assert store._coalescer is not None
-    assert store._coalescer.statements < 60
+    assert store._joined_enqueues is not None
+    assert store._joined_enqueues.statements < 60
 
 
 async def test_an_id_two_requests_share_is_created_once(
@@ -61,9 +62,42 @@ async def test_an_id_two_requests_share_is_created_once(
     assert await count_messages(engine, queue.id) == 1
 
 
+async def test_concurrent_completes_share_statements(
+    service: QueueService, engine: AsyncEngine
+) -> None:
+    queue = await make_queue(service, name="done")
+    await service.enqueue("ns", "done", [NewMessage(id=f"m{i}", payload=b"1") for i in range(40)])
+    leased = await service.dequeue("ns", "done", count=40)
+    stale = "00000000-0000-0000-0000-000000000000"
+    answers = await asyncio.gather(
+        *(
+            service.complete("ns", "done", m.id, stale if m.id == "m7" else m.lease_id)
+            for m in leased
+        ),
+        return_exceptions=True,
+    )
+    by_id = {m.id: answer for m, answer in zip(leased, answers, strict=True)}
+    assert isinstance(by_id.pop("m7"), LeaseMismatchError)
+    assert {a.state for a in by_id.values() if not isinstance(a, BaseException)} == {
+        State.COMPLETED
+    }
+    assert all(a.id == i for i, a in by_id.items() if not isinstance(a, BaseException))
+    states = await states_of(engine, queue)
+    assert states.pop("m7") == "running"
+    assert set(states.values()) == {"completed"}
+    store = service.store
+    assert isinstance(store, PostgresStore)
+    assert store._joined_completes is not None
+    assert store._joined_completes.statements < 40
+
+
 def _queue() -> Queue:
     now = datetime.now(UTC)
     return Queue(1, "ns", "q", QueueConfig(), now, now)
+
+
+def _row_id(row: NewRow) -> str:
+    return row.id
 
 
 def _row(message_id: str) -> NewRow:
@@ -94,13 +128,12 @@ class StandInWriter:
 
 async def test_a_refused_value_fails_only_its_own_request() -> None:
     writer = StandInWriter()
-    coalescer = EnqueueCoalescer(writer)
+    coalescer = StatementJoiner(writer, _row_id)
     writer.gate.clear()  # hold the first statement, so that the others join the next
-    first = asyncio.create_task(coalescer.enqueue(_queue(), [_row("a")], GUARD))
+    first = asyncio.create_task(coalescer.run(_queue(), [_row("a")], GUARD))
     await asyncio.sleep(0)
     later = [
-        asyncio.create_task(coalescer.enqueue(_queue(), [_row(i)], GUARD))
-        for i in ("b", "bad", "c")
+        asyncio.create_task(coalescer.run(_queue(), [_row(i)], GUARD)) for i in ("b", "bad", "c")
     ]
     await asyncio.sleep(0)
     writer.gate.set()
@@ -116,9 +149,9 @@ async def test_a_refused_value_fails_only_its_own_request() -> None:
 async def test_a_database_error_fails_every_joined_request() -> None:
     writer = StandInWriter()
     writer.down = True
-    coalescer = EnqueueCoalescer(writer)
+    coalescer = StatementJoiner(writer, _row_id)
     writer.gate.clear()
-    tasks = [asyncio.create_task(coalescer.enqueue(_queue(), [_row(i)], GUARD)) for i in "abc"]
+    tasks = [asyncio.create_task(coalescer.run(_queue(), [_row(i)], GUARD)) for i in "abc"]
     await asyncio.sleep(0)
     writer.gate.set()
     for task in tasks:
@@ -129,17 +162,17 @@ async def test_a_database_error_fails_every_joined_request() -> None:
 
 async def test_requests_are_joined_only_when_they_fit_and_share_no_id() -> None:
     writer = StandInWriter()
-    coalescer = EnqueueCoalescer(writer)
+    coalescer = StatementJoiner(writer, _row_id)
     writer.gate.clear()
-    big = [_row(f"big{i}") for i in range(MAX_JOINED_ROWS - 1)]
-    tasks = [asyncio.create_task(coalescer.enqueue(_queue(), [_row("first")], GUARD))]
+    big = [_row(f"big{i}") for i in range(MAX_JOINED_ITEMS - 1)]
+    tasks = [asyncio.create_task(coalescer.run(_queue(), [_row("first")], GUARD))]
     await asyncio.sleep(0)
     tasks += [
-        asyncio.create_task(coalescer.enqueue(_queue(), rows, GUARD))
+        asyncio.create_task(coalescer.run(_queue(), rows, GUARD))
         for rows in ([_row("x")], [_row("x")], big, [_row("y")])
     ]
     other_guard = {"catalogue_version": 7, "valid_until": None}
-    tasks.append(asyncio.create_task(coalescer.enqueue(_queue(), [_row("z")], other_guard)))
+    tasks.append(asyncio.create_task(coalescer.run(_queue(), [_row("z")], other_guard)))
     await asyncio.sleep(0)
     writer.gate.set()
     await asyncio.gather(*tasks)
@@ -149,15 +182,15 @@ async def test_requests_are_joined_only_when_they_fit_and_share_no_id() -> None:
     assert ["z"] in writer.statements
     assert ["x", *[r.id for r in big]] in writer.statements
     assert ["x", "y"] in writer.statements
-    assert sizes == [1, 1, 2, MAX_JOINED_ROWS]
+    assert sizes == [1, 1, 2, MAX_JOINED_ITEMS]
 
 
 async def test_a_request_whose_caller_left_does_not_stop_the_others() -> None:
     writer = StandInWriter()
-    coalescer = EnqueueCoalescer(writer)
+    coalescer = StatementJoiner(writer, _row_id)
     writer.gate.clear()
-    leaving = asyncio.create_task(coalescer.enqueue(_queue(), [_row("a")], GUARD))
-    staying = asyncio.create_task(coalescer.enqueue(_queue(), [_row("b")], GUARD))
+    leaving = asyncio.create_task(coalescer.run(_queue(), [_row("a")], GUARD))
+    staying = asyncio.create_task(coalescer.run(_queue(), [_row("b")], GUARD))
     await asyncio.sleep(0)
     leaving.cancel()
     writer.gate.set()

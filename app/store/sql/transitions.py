@@ -153,6 +153,22 @@ MESSAGES_COMPLETE_IF_LEASED: Final[TextClause] = text(
     )
 )
 
+# The same, answering each completed message whole, as a single complete does: what concurrent
+# one-message completes of a queue run when they are joined (app/store/coalesce.py).
+MESSAGES_COMPLETE_IF_LEASED_WHOLE: Final[TextClause] = text(
+    waking(
+        f"""
+    UPDATE messages m
+    SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+    FROM json_to_recordset(CAST(:items AS json)) AS a(id text, lease_id uuid)
+    WHERE m.queue_id = :queue_id AND m.id = a.id
+      AND m.state = ANY(CAST(:from_states AS message_state[]))
+      AND m.lease_id = a.lease_id AND m.lease_expires_at > now() AND {CATALOGUE_IS_CURRENT}
+    RETURNING {MESSAGE_COLUMNS_SQL}
+    """
+    )
+)
+
 MESSAGES_FAIL_IF_LEASED: Final[TextClause] = text(
     waking(
         f"""
