@@ -1,18 +1,21 @@
 """Concurrent one-request operations of one queue in one server process, written by one
-statement and one commit (:class:`StatementJoiner`): enqueues, and completes.
+statement and one commit (:class:`StatementJoiner`): enqueues, completes and claims.
 
-A producer that sends one message per request, or a consumer that completes one message per
-request, pays a statement, a round trip and a durable commit per message. When several such
-requests for the same queue arrive while one is being written, they wait for it, then go
-together in the next statement: the first request of a quiet queue is written at once (nothing
-waits on a timer), and a busy queue's requests share statements and commits. Each request still
-gets its own answer, after the commit that wrote it, exactly as if it had been written alone:
+A producer that sends one message per request, or a consumer that leases or completes one
+message per request, pays a statement, a round trip and a durable commit per message. When
+several such requests for the same queue arrive while one is being written, they wait for it,
+then go together in the next statement: the first request of a quiet queue is written at once
+(nothing waits on a timer), and a busy queue's requests share statements and commits. Each
+request still gets its own answer, after the commit that wrote it, exactly as if it had been
+written alone:
 
 - requests are joined only when their statements would be the same: the same queue, the same
-  catalogue guard (the same view of the catalogue, the same token expiry) and no message id in
-  common (a repeated id must be reported ``created: false`` to the later request, and a
-  repeated complete answered as such, which only a later statement can do); a joined
-  statement holds at most :data:`MAX_JOINED_ITEMS` items;
+  catalogue guard (the same view of the catalogue, the same token expiry), the same variant
+  (a claim's lease and metadata filter) and no message id in common (a repeated id must be
+  reported ``created: false`` to the later request, and a repeated complete answered as such,
+  which only a later statement can do); a joined statement holds at most
+  :data:`MAX_JOINED_ITEMS` items (a claim: 100 messages);
+- a joined claim hands the best messages to the request that asked first;
 - a joined statement that fails for a reason of its own rows (a value the database refuses)
   is written again request by request, so one request's bad value is no other's error; an
   error of the database or of the catalogue (unavailable, catalogue changed) is every joined
@@ -61,25 +64,36 @@ class StatementJoiner(Generic[Item, Result]):
     Args:
         write: writes a queue's items in one statement carrying a catalogue guard; a result
             per item, in order.
-        item_id: the message id an item is about (requests sharing one are not joined).
+        item_id: the message id an item is about (requests sharing one are not joined); None
+            when items name no message (a claim's).
+        max_items: most items in one statement.
     """
 
     def __init__(
         self,
         write: Callable[[Queue, Sequence[Item], dict[str, Any]], Awaitable[list[Result]]],
-        item_id: Callable[[Item], str],
+        item_id: Callable[[Item], str] | None = None,
+        max_items: int = MAX_JOINED_ITEMS,
     ) -> None:
         self._write = write
         self._item_id = item_id
+        self._max_items = max_items
         self._lines: dict[Hashable, _Line[Item, Result]] = {}
         self._writers: set[asyncio.Task[None]] = set()
         self.statements = 0
         """Statements written so far (for tests and measurements)."""
 
-    async def run(self, queue: Queue, items: Sequence[Item], guard: dict[str, Any]) -> list[Result]:
-        """Write ``items`` of ``queue`` (whose statement carries ``guard``), alone or with other
-        requests'; their results, once committed."""
-        key = (queue.id, queue.catalogue_version, tuple(sorted(guard.items())))
+    async def run(
+        self,
+        queue: Queue,
+        items: Sequence[Item],
+        guard: dict[str, Any],
+        variant: Hashable = None,
+    ) -> list[Result]:
+        """Write ``items`` of ``queue`` (whose statement carries ``guard``; ``variant``: what
+        else its statement depends on), alone or with other requests'; their results, once
+        committed."""
+        key = (queue.id, queue.catalogue_version, tuple(sorted(guard.items())), variant)
         line = self._lines.setdefault(key, _Line())
         request: _Request[Item, Result] = _Request(
             queue, items, guard, asyncio.get_running_loop().create_future()
@@ -112,13 +126,15 @@ class StatementJoiner(Generic[Item, Result]):
 
     def _take_joinable(self, waiting: list[_Request[Item, Result]]) -> list[_Request[Item, Result]]:
         """The waiting requests the next statement can carry, in arrival order (removed from
-        ``waiting``): as many as fit in :data:`MAX_JOINED_ITEMS`, none with an id another has."""
+        ``waiting``): as many as fit in ``max_items``, none with an id another has."""
         joined: list[_Request[Item, Result]] = []
         ids: set[str] = set()
         size = 0
         for request in list(waiting):
-            request_ids = {self._item_id(item) for item in request.items}
-            if joined and (size + len(request.items) > MAX_JOINED_ITEMS or ids & request_ids):
+            request_ids = (
+                {self._item_id(item) for item in request.items} if self._item_id else set()
+            )
+            if joined and (size + len(request.items) > self._max_items or ids & request_ids):
                 continue
             joined.append(request)
             waiting.remove(request)

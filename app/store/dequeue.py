@@ -1,13 +1,15 @@
 """The claim's part of the store: :meth:`DequeueStore.dequeue` leases up to ``count`` messages
 with one statement of :mod:`app.store.sql.claim`, compiled once per variant and count
 (:func:`claim_sql`); on an exclusive queue, in rounds until the batch is full, and again when
-another consumer wins the race for an exclusive value."""
+another consumer wins the race for an exclusive value. Concurrent dequeues of a queue in a
+process share claims (:mod:`app.store.coalesce`)."""
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, LiteralString
 
 import msgspec
@@ -15,6 +17,8 @@ from psycopg import errors as pg_errors
 
 from app.core.errors import UnavailableError
 from app.core.models import LeasedMessage, Queue
+from app.core.validation import MAX_BATCH_DEQUEUE
+from app.store.coalesce import StatementJoiner
 from app.store.errors import is_unique_violation, retry_transient
 from app.store.paths import StorePaths, driver_sql
 from app.store.rows import queue_guard
@@ -39,6 +43,14 @@ def claim_sql(count: int, *, exclusive: bool, keyed: bool, filtered: bool) -> Li
     return driver_sql(claim)
 
 
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """One message a dequeue wants, with the lease and filter it asks for."""
+
+    lease_seconds: int | None
+    metadata: dict[str, str]
+
+
 def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
     """The claim's rows as leased messages, lowest priority first, ties in enqueue order."""
     ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
@@ -60,15 +72,46 @@ def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
 class DequeueStore(StorePaths):
     """The claim."""
 
-    @retry_transient
+    _joined_claims: StatementJoiner[_Claim, LeasedMessage | None] | None = None
+
     async def dequeue(
         self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
     ) -> list[LeasedMessage]:
-        """Lease up to ``count`` messages (fewer, or none, when fewer are ready)."""
+        """Lease up to ``count`` messages (fewer, or none, when fewer are ready). Concurrent
+        dequeues of a queue in this process with the same lease and filter share claims
+        (:mod:`app.store.coalesce`), the best messages going to the first to ask."""
+        if self._joined_claims is None:
+            self._joined_claims = StatementJoiner(self._claim_joined, max_items=MAX_BATCH_DEQUEUE)
+        wanted = _Claim(lease_seconds, dict(metadata))
+        variant = (lease_seconds, tuple(sorted(metadata.items())))
+        leased = await self._joined_claims.run(queue, [wanted] * count, queue_guard(queue), variant)
+        return [message for message in leased if message is not None]
+
+    async def _claim_joined(
+        self, queue: Queue, wanted: Sequence[_Claim], guard: dict[str, Any]
+    ) -> list[LeasedMessage | None]:
+        """One claim for every message ``wanted`` (all with the same lease and filter): the
+        leased messages in order, then None for each that found nothing."""
+        first = wanted[0]
+        leased: list[LeasedMessage | None] = [
+            *await self._claim_now(queue, len(wanted), first.lease_seconds, first.metadata, guard)
+        ]
+        return leased + [None] * (len(wanted) - len(leased))
+
+    @retry_transient
+    async def _claim_now(
+        self,
+        queue: Queue,
+        count: int,
+        lease_seconds: int | None,
+        metadata: Mapping[str, str],
+        guard: dict[str, Any],
+    ) -> list[LeasedMessage]:
         if queue.config.kind != "exclusive":
-            rows = await self._driver_rows(*self._claim(queue, count, lease_seconds, metadata))
+            statement, params = self._claim(queue, count, lease_seconds, metadata)
+            rows = await self._driver_rows(statement, {**params, **guard})
         else:
-            rows = await self._claim_exclusive(queue, count, lease_seconds, metadata)
+            rows = await self._claim_exclusive(queue, count, lease_seconds, metadata, guard)
         return leased_messages(rows)
 
     async def next_due_in(self, queue: Queue) -> float | None:
@@ -103,7 +146,12 @@ class DequeueStore(StorePaths):
         return claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered), params
 
     async def _claim_exclusive(
-        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+        self,
+        queue: Queue,
+        count: int,
+        lease_seconds: int | None,
+        metadata: Mapping[str, str],
+        guard: dict[str, Any],
     ) -> list[Any]:
         """Claim on an exclusive queue, in rounds until the batch is full or nothing is left.
 
@@ -115,9 +163,9 @@ class DequeueStore(StorePaths):
         leased: list[Any] = []
         while len(leased) < count:
             wanted = count - len(leased)
-            claim = self._claim(queue, wanted, lease_seconds, metadata)
+            statement, params = self._claim(queue, wanted, lease_seconds, metadata)
             try:
-                rows = await self._claim_exclusive_round(queue, *claim)
+                rows = await self._claim_exclusive_round(queue, statement, {**params, **guard})
             except UnavailableError:
                 if not leased:
                     raise

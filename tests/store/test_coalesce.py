@@ -1,8 +1,9 @@
 """Concurrent enqueues and completes share statements (app/store/coalesce.py) and still answer
 each request as if it had been written alone: on a real database, many one-message requests of
 one queue are all stored (or completed) with fewer statements than requests, an id two requests
-share is created once and reported to the later one as existing, and a complete with a stale
-lease is refused while the others of its statement complete; with a stand-in writer, a refused
+share is created once and reported to the later one as existing, a complete with a stale
+lease is refused while the others of its statement complete, and joined dequeues each get
+messages of their own; with a stand-in writer, a refused
 value fails only its own request, a database error fails every joined request, and a request
 whose caller left does not stop the others."""
 
@@ -89,6 +90,27 @@ async def test_concurrent_completes_share_statements(
     assert isinstance(store, PostgresStore)
     assert store._joined_completes is not None
     assert store._joined_completes.statements < 40
+
+
+async def test_concurrent_dequeues_share_claims(service: QueueService, engine: AsyncEngine) -> None:
+    queue = await make_queue(service, name="claims")
+    messages = [NewMessage(id=f"m{i:02}", payload=b"1", priority=i) for i in range(30)]
+    messages += [NewMessage(id=f"t{i}", payload=b"1", metadata={"t": "x"}) for i in range(3)]
+    await service.enqueue("ns", "claims", messages)
+    answers = await asyncio.gather(
+        *(service.dequeue("ns", "claims", count=1) for _ in range(30)),
+        service.dequeue("ns", "claims", count=3, metadata={"t": "x"}),
+    )
+    *singles, filtered = answers
+    assert sorted(m.id for m in filtered) == ["t0", "t1", "t2"]  # another filter: its own claim
+    leased = [m.id for answer in singles for m in answer]
+    assert len(leased) == len(set(leased)) == 30  # no message twice, none lost
+    states = await states_of(engine, queue)
+    assert set(states.values()) == {"running"}
+    store = service.store
+    assert isinstance(store, PostgresStore)
+    assert store._joined_claims is not None
+    assert store._joined_claims.statements < 31
 
 
 def _queue() -> Queue:
