@@ -1,9 +1,11 @@
-"""The scheduler's work: promotion of due messages, release of expired leases, expiry, and the
-move of finished messages into history. Each function is one pass over one guarded, batched
-statement and returns how many messages it changed.
+"""The scheduler's work: promotion of due messages, release of expired leases, expiry, the fold
+of the count deltas into the counts, and the move of finished messages into history. Each
+transition is one pass over one guarded, batched statement and returns how many messages it
+changed.
 
-All of it is safe to run concurrently with itself (``FOR UPDATE SKIP LOCKED``, state guards), so
-correctness never depends on there being exactly one scheduler; leadership only avoids waste.
+All of it is safe to run concurrently with itself (``FOR UPDATE SKIP LOCKED``, state guards, row
+locks), so correctness never depends on there being exactly one scheduler; leadership only
+avoids waste.
 """
 
 from __future__ import annotations
@@ -66,13 +68,25 @@ async def expire_messages(conn: AsyncConnection) -> int:
     )
 
 
+async def fold_counts(conn: AsyncConnection) -> int:
+    """Move the count deltas appended since the last fold into ``queue_state_counts``; returns
+    how many delta rows it folded. Reads add up both tables, so this changes no count anyone
+    reads: it keeps the deltas, which every read scans, to what changed in one tick."""
+    folded: int = (await conn.execute(scheduler.QUEUE_STATE_COUNTS_FOLD)).scalar_one()
+    await conn.commit()
+    return folded
+
+
 async def tick(conn: AsyncConnection) -> TickResult:
-    """One pass of the time-driven transitions."""
-    return TickResult(
+    """One pass of the time-driven transitions, then the fold of the counts they (and every
+    other change since the last tick) changed."""
+    result = TickResult(
         promoted=await promote_due(conn),
         released=await release_expired_leases(conn),
         expired=await expire_messages(conn),
     )
+    await fold_counts(conn)
+    return result
 
 
 def partition_name(day: date) -> str:

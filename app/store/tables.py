@@ -170,6 +170,13 @@ messages = sa.Table(
     ),
     # Listings: newest first within a queue.
     sa.Index("messages_queue_seq_idx", "queue_id", "seq"),
+    # A queue's oldest pending message: the first entry of its range (migration 0010).
+    sa.Index(
+        "messages_pending_visible_idx",
+        "queue_id",
+        "visible_at",
+        postgresql_where=sa.text("state = 'pending'"),
+    ),
 )
 
 # Append-only record of finished messages, partitioned by day of finished_at. Queue and namespace
@@ -308,4 +315,27 @@ dashboard_sessions = sa.Table(
     ),
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
     sa.Index("dashboard_sessions_expires_idx", "expires_at"),
+)
+
+# Messages per queue and state (migration 0010, docs/adr/0014-counts-kept-by-triggers.md): the
+# counts as of the scheduler's last fold (no row for a count of 0, no foreign key: a deleted
+# queue's deltas bring its counts to 0), and the changes since, appended by statement-level
+# triggers on messages (one row per queue and state a statement changed, with its net change).
+# A read adds the two up in one statement (app/store/sql/reads.py, MESSAGES_COUNT_BY_STATE).
+queue_state_counts = sa.Table(
+    "queue_state_counts",
+    metadata,
+    sa.Column("queue_id", sa.BigInteger, primary_key=True),
+    sa.Column("state", message_state, primary_key=True),
+    sa.Column("n", sa.BigInteger, nullable=False),
+)
+
+# Append-only between folds: no key, no index, no foreign key (the deltas of a queue being
+# deleted are written after it is gone; the fold drops them).
+queue_state_count_deltas = sa.Table(
+    "queue_state_count_deltas",
+    metadata,
+    sa.Column("queue_id", sa.BigInteger, nullable=False),
+    sa.Column("state", message_state, nullable=False),
+    sa.Column("delta", sa.BigInteger, nullable=False),
 )

@@ -1,5 +1,6 @@
 """Messages as they are read: one message, the states of some, why a guard refused, a queue's
-counts, and the completions already archived into history."""
+counts (kept by triggers, never counted row by row) and its oldest pending message, and the
+completions already archived into history."""
 
 from __future__ import annotations
 
@@ -54,17 +55,29 @@ MESSAGES_ARCHIVED_COMPLETED: Final[TextClause] = text(
     """
 )
 
-# Counts per state for the queues of a namespace (or one queue). Reads the hot table, which the
-# retention cleanup keeps to live messages plus recent finished ones.
+# Counts per state for the queues of a namespace (or one queue), without reading a message: the
+# counts as of the scheduler's last fold plus the deltas appended since by the triggers on
+# messages (migration 0010). One statement reads both at one snapshot, so the counts are exact
+# at that snapshot: a fold that commits meanwhile moves deltas into the counts all at once, and a
+# change to messages commits together with its deltas. It reads the primary key of
+# queue_state_counts (at most six rows per queue) and the few hundred deltas not folded yet.
 MESSAGES_COUNT_BY_STATE: Final[TextClause] = text(
     """
-    SELECT m.queue_id, m.state::text AS state, count(*) AS n
-    FROM messages m
-    WHERE m.queue_id = ANY(CAST(:queue_ids AS bigint[]))
-    GROUP BY m.queue_id, m.state
+    SELECT queue_id, state::text AS state, sum(n)::bigint AS n
+    FROM (
+        SELECT queue_id, state, n FROM queue_state_counts
+        WHERE queue_id = ANY(CAST(:queue_ids AS bigint[]))
+        UNION ALL
+        SELECT queue_id, state, delta FROM queue_state_count_deltas
+        WHERE queue_id = ANY(CAST(:queue_ids AS bigint[]))
+    ) AS counted
+    GROUP BY queue_id, state
+    HAVING sum(n) <> 0
     """
 )
 
+# The first entry of the queue's range in messages_pending_visible_idx (queue_id, visible_at),
+# whatever the backlog.
 MESSAGES_OLDEST_PENDING_AGE: Final[TextClause] = text(
     """
     SELECT extract(epoch FROM now() - min(visible_at)) AS age

@@ -1,7 +1,8 @@
 """The scheduler's statements: the time-driven transitions (promotion of due messages, release
-of expired leases, expiry), the move of finished messages into ``message_history`` with the
-partitions it needs, and the hot table's statistics. Each is batched (``:batch``) and uses
-``SKIP LOCKED``, so that two schedulers at once would waste work, never break a rule."""
+of expired leases, expiry), the fold of the count deltas into the counts, the move of finished
+messages into ``message_history`` with the partitions it needs, and the hot table's statistics.
+Each transition is batched (``:batch``) and uses ``SKIP LOCKED``, so that two schedulers at once
+would waste work, never break a rule."""
 
 from __future__ import annotations
 
@@ -90,6 +91,38 @@ MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
                                  WHERE l.queue_id = expired.queue_id)
                 THEN pg_notify('{NOTIFY_CHANNEL}', CAST(queue_id AS text)) END AS woken
     FROM expired GROUP BY queue_id
+    """
+)
+
+# The count deltas that the triggers on messages appended (migration 0010) move into
+# queue_state_counts, in one statement, so a read (which adds both tables up at one snapshot)
+# sees them in one place or the other, never both or neither. Deltas committed after this
+# statement's snapshot stay for the next fold. A count the deltas bring to zero is deleted
+# instead of updated (``emptied``), so a deleted queue's counts, which its messages' deletion
+# brought to zero, leave no row behind. Two folds at once stay exact: a delta row goes to the
+# one that deletes it, and the row lock on a count makes the other re-read it.
+QUEUE_STATE_COUNTS_FOLD: Final[TextClause] = text(
+    """
+    WITH moved AS (
+        DELETE FROM queue_state_count_deltas RETURNING queue_id, state, delta
+    ),
+    net AS (
+        SELECT queue_id, state, sum(delta) AS n FROM moved
+        GROUP BY queue_id, state HAVING sum(delta) <> 0
+    ),
+    emptied AS (
+        DELETE FROM queue_state_counts c USING net
+        WHERE c.queue_id = net.queue_id AND c.state = net.state AND c.n + net.n = 0
+        RETURNING c.queue_id, c.state
+    ),
+    kept AS (
+        INSERT INTO queue_state_counts AS c (queue_id, state, n)
+        SELECT queue_id, state, n FROM net
+        WHERE NOT EXISTS (SELECT 1 FROM emptied e
+                          WHERE e.queue_id = net.queue_id AND e.state = net.state)
+        ON CONFLICT (queue_id, state) DO UPDATE SET n = c.n + excluded.n
+    )
+    SELECT count(*) AS folded FROM moved
     """
 )
 

@@ -1,10 +1,12 @@
 """The metrics' statements (:mod:`app.store.stats`): one that reads everything a scrape shows
 about the database, and the ids of the queues that exist.
 
-Every part of :data:`DATABASE_STATS` is an index probe or reads the live set only: counts per
-queue use the partial indexes of the live states, the lags read the first entry of the
-scheduler's partial indexes, and dead tuples come from ``pg_stat_user_tables``. Finished
-messages (kept until their retention passes) and ``message_history`` are never counted here.
+Every part of :data:`DATABASE_STATS` is an index probe or reads a small table, never a scan
+that grows with the backlog: counts per queue come from ``queue_state_counts`` and the deltas
+not folded yet (kept by triggers, migration 0010), the oldest pending message of each queue is
+the first entry of its range in ``messages_pending_visible_idx``, the lags read the first entry
+of the scheduler's partial indexes, and dead tuples come from ``pg_stat_user_tables``. Finished
+messages (kept until their retention passes) and ``message_history`` are never read here.
 """
 
 from __future__ import annotations
@@ -17,21 +19,26 @@ from sqlalchemy import TextClause, text
 DATABASE_STATS: Final[TextClause] = text(
     """
     SELECT
-        -- Live messages per queue and state: messages_pending_idx, messages_invisible_idx,
-        -- messages_lease_idx (the partial indexes of the three live states).
+        -- Live messages per queue and state: the kept counts plus the deltas not folded yet,
+        -- read at this statement's snapshot (app/store/sql/reads.py, MESSAGES_COUNT_BY_STATE);
+        -- the oldest pending message of each queue: one probe of messages_pending_visible_idx.
         (SELECT coalesce(json_agg(json_build_object(
                     'id', q.id, 'namespace', q.namespace, 'queue', q.name,
-                    'invisible', coalesce(i.n, 0), 'pending', coalesce(p.n, 0),
-                    'running', coalesce(r.n, 0),
+                    'invisible', coalesce(c.invisible, 0), 'pending', coalesce(c.pending, 0),
+                    'running', coalesce(c.running, 0),
                     'oldest_pending_age', extract(epoch FROM now() - p.oldest))
                 ORDER BY q.namespace, q.name), '[]'::json)
          FROM queues q
-         LEFT JOIN (SELECT queue_id, count(*) AS n, min(visible_at) AS oldest FROM messages
-                    WHERE state = 'pending' GROUP BY queue_id) p ON p.queue_id = q.id
-         LEFT JOIN (SELECT queue_id, count(*) AS n FROM messages
-                    WHERE state = 'invisible' GROUP BY queue_id) i ON i.queue_id = q.id
-         LEFT JOIN (SELECT queue_id, count(*) AS n FROM messages
-                    WHERE state = 'running' GROUP BY queue_id) r ON r.queue_id = q.id
+         LEFT JOIN (SELECT queue_id,
+                           sum(n) FILTER (WHERE state = 'invisible') AS invisible,
+                           sum(n) FILTER (WHERE state = 'pending') AS pending,
+                           sum(n) FILTER (WHERE state = 'running') AS running
+                    FROM (SELECT queue_id, state, n FROM queue_state_counts
+                          UNION ALL
+                          SELECT queue_id, state, delta FROM queue_state_count_deltas) AS counted
+                    GROUP BY queue_id) c ON c.queue_id = q.id
+         LEFT JOIN LATERAL (SELECT min(m.visible_at) AS oldest FROM messages m
+                            WHERE m.queue_id = q.id AND m.state = 'pending') p ON true
         ) AS queues,
         -- How overdue the scheduler's most overdue work is (0 when nothing is due):
         -- promotion (messages_invisible_idx), lease release (messages_lease_idx), expiry
