@@ -63,7 +63,8 @@ class Maintenance(Protocol):
         ...
 
     async def tick(self, conn: AsyncConnection) -> TickResult:
-        """Promote due messages, release expired leases, expire messages."""
+        """Promote due messages, release expired leases, expire messages, fold the count deltas
+        into the kept counts."""
         ...
 
     async def archive_finished(self, conn: AsyncConnection, days_ahead: int = 3) -> int:
