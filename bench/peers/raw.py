@@ -35,6 +35,8 @@ _COUNT_TRIGGERS = ("inserted", "deleted", "updated", "truncated")
 
 def _copy_count_triggers(conn: Any) -> None:
     conn.execute("DROP TABLE IF EXISTS bench_raw_count_deltas")
+    if conn.execute("SELECT to_regproc('sundial_counts_inserted')").fetchone()[0] is None:
+        return  # a schema before migration 0010 (a before/after run of older code)
     conn.execute(
         "CREATE TABLE bench_raw_count_deltas (LIKE queue_state_count_deltas INCLUDING ALL)"
     )
