@@ -135,39 +135,35 @@ MESSAGE_UPDATE_IF_WAITING: Final[TextClause] = text(
     )
 )
 
+
 # Batch acknowledgement: every item is its own guarded transition, all in one statement.
 # ``items`` is a JSON array of {"id", "lease_id"} objects (see the enqueue statement for why a
 # document rather than arrays); only items whose lease is current change. A lease_id that is
 # not a UUID never reaches here (the service maps it to null, which matches nothing).
-MESSAGES_COMPLETE_IF_LEASED: Final[TextClause] = text(
-    waking(
-        f"""
+def _complete_many(returning: str) -> TextClause:
+    """Complete the ``(id, lease_id)`` items of ``:items`` whose lease is current."""
+    return text(
+        waking(
+            f"""
     UPDATE messages m
     SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
     FROM json_to_recordset(CAST(:items AS json)) AS a(id text, lease_id uuid)
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now() AND {CATALOGUE_IS_CURRENT}
-    RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
+    RETURNING {returning}
     """
+        )
     )
+
+
+MESSAGES_COMPLETE_IF_LEASED: Final[TextClause] = _complete_many(
+    "m.id, m.lease_id::text AS lease_id, m.state::text AS state"
 )
 
 # The same, answering each completed message whole, as a single complete does: what concurrent
 # one-message completes of a queue run when they are joined (app/store/coalesce.py).
-MESSAGES_COMPLETE_IF_LEASED_WHOLE: Final[TextClause] = text(
-    waking(
-        f"""
-    UPDATE messages m
-    SET state = 'completed', finished_at = now(), lease_expires_at = NULL, updated_at = now()
-    FROM json_to_recordset(CAST(:items AS json)) AS a(id text, lease_id uuid)
-    WHERE m.queue_id = :queue_id AND m.id = a.id
-      AND m.state = ANY(CAST(:from_states AS message_state[]))
-      AND m.lease_id = a.lease_id AND m.lease_expires_at > now() AND {CATALOGUE_IS_CURRENT}
-    RETURNING {MESSAGE_COLUMNS_SQL}
-    """
-    )
-)
+MESSAGES_COMPLETE_IF_LEASED_WHOLE: Final[TextClause] = _complete_many(MESSAGE_COLUMNS_SQL)
 
 MESSAGES_FAIL_IF_LEASED: Final[TextClause] = text(
     waking(
