@@ -1,35 +1,37 @@
 """The worker loop: lease messages in batches, run a handler on each with bounded concurrency,
-heartbeat while it runs, complete or fail it, and shut down gracefully.
+heartbeat while it holds them, complete or fail them, and shut down gracefully.
 
 ::
 
-    ┌──────────────── one turn of the loop, while not stopping ────────────────┐
-    │ handlers returned since the last turn? ── POST …/ack {complete: [those],  │
-    │                                            dequeue: {count: free slots}} │
-    │ none? ── POST …/dequeue {count: free slots, wait_seconds: 20}             │
-    └─────────────┬────────────────────────────────────────────────────────────┘
-                  └──► each leased message: handler(message) in its own task (a thread for a
-                       sync handler), its lease extended every third of it while it runs;
+    ┌──────────── a turn (up to four on their way), while not stopping ─────────────┐
+    │ handlers returned since the last turn? ── POST …/ack {complete: [those],        │
+    │                                            dequeue: {count: what is wanted}}   │
+    │ none? ── POST …/dequeue {count: what is wanted, wait_seconds: 20 if idle}       │
+    └─────────────┬──────────────────────────────────────────────────────────────────┘
+                  └──► each leased message: handler(message) as soon as a handler is free
+                       (a task on the loop; a thread for a sync handler), its lease extended
+                       every third of it while the worker holds it;
                        returns ──► completed in the next turn's acknowledgement
                        raises  ──► fail (its own request, with the handler's error)
 
-A busy worker thus sends one request per turn for all the messages that finished during the
-previous one, and leases their successors in the same request (one transaction on the server).
-While the loop waits in a long poll, finished handlers are acknowledged on their own at once.
+A busy worker thus sends one request per turn for all the messages that finished since the last,
+and leases their successors in the same request (one transaction on the server). What a turn
+asks for is :mod:`app.client.lease_ahead`'s; the turns themselves are :mod:`app.client.turns`;
+the messages held, with their heartbeats, :mod:`app.client.held`; what the worker tells the
+server about each message, :mod:`app.client.outcomes`.
 
 At-least-once: a message is acknowledged only after its handler returned; if the worker dies
 before the acknowledgement is answered, the lease expires and the message is delivered again.
 
-stop() / SIGTERM: stop leasing; wait up to shutdown_timeout for running handlers; release
-(fail with retry delay 0) what is still running; a second signal releases at once. What the
-worker tells the server about each message is :mod:`app.client.outcomes`.
+stop() / SIGTERM: stop leasing; give back at once what was leased ahead and not started; wait up
+to shutdown_timeout for running handlers; release (fail with retry delay 0) what is still
+running; a second signal releases at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import inspect
 import logging
@@ -38,34 +40,22 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, fields
 from typing import Any
 
-import httpx
-
 from app.client.async_client import AsyncClient
 from app.client.calls import MAX_WAIT_SECONDS
-from app.client.errors import ApiError, RateLimited, Unavailable
 from app.client.held import Held, Holdings
 from app.client.lease_ahead import LeaseAhead
-from app.client.models import Acknowledged, Leased
+from app.client.models import Leased
 from app.client.outcomes import Outcomes
+from app.client.turns import Turns
 
 log = logging.getLogger("sundial.worker")
 
 Handler = Callable[[Leased], Any]
 """Takes the leased message; returns (or, if async, resolves to) the reply, if any."""
 
-MAX_ACK_BATCH = 100
-"""Most completions in one acknowledgement (the server takes up to 1,000)."""
-
-_UNREACHABLE = (httpx.TransportError, Unavailable, RateLimited)
-"""What makes the worker back off and try again."""
-
 DEFAULT_PREFETCH = 100
 """Most messages a worker leases ahead of free handlers unless told (one full request's worth:
 only handlers that finish faster than a round trip ever get that far)."""
-
-TURNS_IN_FLIGHT = 4
-"""Requests a worker has on their way at once: the next lease while earlier ones are answered
-(four drained a queue about a third faster than two on the benchmark machine, bench `worker`)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +75,7 @@ class WorkerStats:
     """Handlers running now."""
 
 
-class Worker:
+class Worker(Turns):
     """Consumes one queue with a handler.
 
     Args:
@@ -156,16 +146,7 @@ class Worker:
         self._stop_requests = 0
         self._finished: list[Leased] = []
         """Messages whose handler returned, their completion not yet sent."""
-        self._turns: dict[asyncio.Task[None], bool] = {}
-        """Requests on their way, each with whether it is a long poll."""
-        self._asked = 0
-        """Messages asked for by the turns on their way."""
-        self._dry = False
-        """The last answer had fewer messages than asked: the queue ran dry."""
-        self._failures = 0
-        self._retry_at = 0.0
-        self._fatal: ApiError | None = None
-        """What made the worker stop on its own (raised by run_async once it has drained)."""
+        self._init_turns()
         self._background: set[asyncio.Task[None]] = set()
         """Failures, releases, replies, heartbeats and lone acknowledgements on their way."""
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -268,144 +249,6 @@ class Worker:
                 await client.aclose()
         log.info("worker on %s stopped: %s", self.queue, self.stats)
         return self.stats
-
-    async def _lease_loop(self, client: AsyncClient) -> None:
-        """Send turns while not stopping: up to :data:`TURNS_IN_FLIGHT` at once, or one long
-        poll when there is nothing to acknowledge and nothing else on its way."""
-        loop = asyncio.get_running_loop()
-        while not self._stopping.is_set():
-            if self.burst and self._dry and not self._busy():
-                return
-            pause = self._retry_at - loop.time()
-            if pause > 0:
-                await self._next_turn(pause)
-                continue
-            wanted = self._lease_ahead.wanted(
-                running=len(self._held.running),
-                waiting=len(self._held.waiting),
-                asked=self._asked,
-            )
-            if len(self._turns) >= TURNS_IN_FLIGHT or (wanted <= 0 and not self._ack_alone()):
-                await self._next_turn()
-                continue
-            acks = self._take_finished()
-            long_poll = not acks and not self._turns and not self.burst
-            if not acks and not long_poll and (self._turns or self._dry):
-                # A dequeue without a wait while another turn is on its way, or once the
-                # queue was found empty, would only find what that turn finds.
-                await self._next_turn()
-                continue
-            count = min(max(wanted, 0), self.batch_size)
-            self._start_turn(client, acks, count, long_poll)
-        await self._end_turns()
-
-    def _ack_alone(self) -> bool:
-        """Whether finished messages should be acknowledged without leasing: they wait for
-        the next turn that leases, unless no turn but a long poll is on its way."""
-        return bool(self._finished) and all(self._turns.values())
-
-    def _busy(self) -> bool:
-        """Anything held, finished or on its way (burst mode stops only when nothing is)."""
-        return bool(self._held or self._finished or self._turns)
-
-    def _start_turn(
-        self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
-    ) -> None:
-        turn = asyncio.create_task(self._turn_of(client, acks, count, long_poll))
-        self._turns[turn] = long_poll
-        self._asked += count
-
-    async def _turn_of(
-        self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
-    ) -> None:
-        """One request: acknowledge ``acks`` and lease up to ``count`` messages (a long poll
-        waits for one); its messages are taken on as soon as it is answered."""
-        try:
-            if not count:
-                await self._acknowledge(client, acks)
-                return
-            try:
-                leased = await self._request(client, acks, count, long_poll)
-            except _UNREACHABLE as error:
-                if acks:
-                    self._outcomes.unacknowledged(acks, error)
-                self._failures += 1
-                delay = min(0.5 * 2**self._failures, 10.0)
-                self._retry_at = asyncio.get_running_loop().time() + delay
-                log.warning("dequeue failed (%s); again in %.1f s", error, delay)
-                return
-            except ApiError as error:  # the queue is gone, the token revoked: nothing to retry
-                if acks:
-                    self._outcomes.unacknowledged(acks, error)
-                if self._fatal is None:
-                    self._fatal = error
-                    log.error("worker on %s cannot go on: %s", self.queue, error)
-                self._stopping.set()  # as stop() does: running handlers finish and complete
-                self._turn.set()
-                return
-            self._failures = 0
-            self._dry = len(leased) < count
-            self._lease_ahead.answered(waiting=len(self._held.waiting), full=not self._dry)
-            for message in leased:
-                self._take_on(client, message)
-        finally:
-            self._asked -= count
-            self._turns.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
-            self._turn.set()
-
-    async def _end_turns(self) -> None:
-        """Stopping: a long poll is withdrawn (the server leases nothing to a client that
-        left); a turn that acknowledges or leases is let finish, its messages run or released
-        by the drain."""
-        for turn, long_poll in list(self._turns.items()):
-            if long_poll:
-                turn.cancel()
-        if self._turns:
-            await asyncio.wait(set(self._turns))
-
-    async def _request(
-        self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
-    ) -> list[Leased]:
-        """Acknowledge ``acks`` and lease up to ``count`` messages in one call, or, with
-        nothing to acknowledge, a dequeue (waiting for a message if ``long_poll``)."""
-        if not acks:
-            return await client.dequeue(
-                self.queue,
-                count,
-                wait_seconds=self.wait_seconds if long_poll else 0,
-                lease_seconds=self._lease,
-                metadata=self.metadata,
-            )
-        answer: Acknowledged = await client.ack_and_dequeue(
-            self.queue,
-            complete=[(m.id, m.lease_id) for m in acks],
-            count=count,
-            lease_seconds=self._lease,
-            metadata=self.metadata,
-        )
-        self._outcomes.acknowledged(acks, answer.results)
-        return answer.messages
-
-    async def _next_turn(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Wait until a handler or a turn ends, or the worker is asked to stop (or until
-        ``timeout``)."""
-        self._turn.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._turn.wait(), timeout)
-
-    def _take_finished(self) -> list[Leased]:
-        taken = self._finished[:MAX_ACK_BATCH]
-        del self._finished[:MAX_ACK_BATCH]
-        return taken
-
-    async def _acknowledge(self, client: AsyncClient, acks: list[Leased]) -> None:
-        """Complete ``acks`` in one request (no lease asked)."""
-        try:
-            results = await client.ack(self.queue, complete=[(m.id, m.lease_id) for m in acks])
-        except (httpx.TransportError, ApiError) as error:
-            self._outcomes.unacknowledged(acks, error)
-            return
-        self._outcomes.acknowledged(acks, results)
 
     async def _drain(self, client: AsyncClient) -> None:
         while self._held.waiting:  # leased ahead, never started: given back at once
