@@ -9,8 +9,11 @@ Three jobs, each a ``sundial pipeline`` command:
   (:mod:`app.pipeline.transforms` holds its pure DataFrame functions) and writes it to the lake
   and to ``report_hourly``;
 - :mod:`app.pipeline.enqueue` reads a dataset with Spark, validates every row with the core's
-  rules (:mod:`app.pipeline.rows`) and enqueues it with set-based inserts.
+  rules (:mod:`app.pipeline.rows`) and enqueues it with set-based inserts over a few
+  connections (:mod:`app.pipeline.loading`).
 
-:mod:`app.pipeline.submit` runs the same commands under ``spark-submit``. The core never
-imports this package; the CLI imports it lazily.
+:mod:`app.pipeline.session` starts the SparkSession and, on a cluster, ships Sundial's code to
+the executors (:mod:`app.pipeline.shipping`); :mod:`app.pipeline.progress` draws the commands'
+progress on a terminal. :mod:`app.pipeline.submit` runs the same commands under
+``spark-submit``. The core never imports this package; the CLI imports it lazily.
 """
