@@ -1,4 +1,5 @@
-"""The pipeline at scale: ``.venv/bin/python -m bench.pipeline_bench [--messages N] [--rows N]``.
+"""The pipeline at scale: ``.venv/bin/python -m bench.pipeline_bench [--messages N] [--rows N]
+[--enqueue-runs N] [--connections N]``.
 
 On a private durable PostgreSQL (a temp dir), it
 
@@ -8,10 +9,14 @@ On a private durable PostgreSQL (a temp dir), it
    driver plus Spark's JVM), then checks every figure of ``report_hourly`` against plain SQL,
    and that a second export exports nothing and a second report changes nothing;
 3. writes a CSV of ``--rows`` distinct rows plus 5 % duplicates and 3 % malformed rows, runs
-   ``sundial pipeline enqueue`` into an exclusive queue, checks the summary and the table, and
-   runs it again (idempotency).
+   ``sundial pipeline enqueue`` into an exclusive queue ``--enqueue-runs`` times (emptying the
+   queue before each, so every run does the same work), checks the summary and the table, and
+   runs it once more over the full queue (idempotency). Each run's rows per second are counted
+   after Spark's start-up (the command reports its phases' seconds) and overall; the median
+   run is the figure.
 
-Prints one JSON document of the figures. Takes a few minutes at the default sizes on 2 cores.
+Prints one JSON document of the figures, then the bulk-enqueue row of docs/pipeline.md's table.
+Takes a few minutes at the default sizes on 2 cores.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import csv
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,8 +131,26 @@ def history_benchmark(
     }
 
 
+def enqueue_speed(run: dict[str, Any]) -> dict[str, Any]:
+    """Rows per second of one enqueue run: after Spark's start-up (its check and load phases),
+    and over the whole command (process start to exit)."""
+    summary = run["output"]
+    working = summary["seconds"]["check"] + summary["seconds"]["load"]
+    return {
+        "enqueued_per_second": round(summary["enqueued"] / working),
+        "read_per_second": round(summary["read"] / working),
+        "enqueued_per_second_overall": round(summary["enqueued"] / run["seconds"]),
+    }
+
+
 def enqueue_benchmark(
-    conn: psycopg.Connection[Any], env: dict[str, str], work: Path, n: int
+    conn: psycopg.Connection[Any],
+    env: dict[str, str],
+    work: Path,
+    n: int,
+    *,
+    runs: int = 1,
+    connections: int | None = None,
 ) -> dict[str, Any]:
     conn.execute("INSERT INTO namespaces (name) VALUES ('bench')")
     conn.execute(
@@ -136,41 +160,95 @@ def enqueue_benchmark(
     )
     duplicates, malformed = n // 20, n * 3 // 100
     source = work / "bulk.csv"
+    rows = bulk_rows(n, duplicates=duplicates, malformed=malformed)
     with source.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=["id", "priority", "project", "body"])
         writer.writeheader()
-        writer.writerows(bulk_rows(n, duplicates=duplicates, malformed=malformed))
+        writer.writerows(rows)
+    # Where each id first appears in the file: seq must follow it.
+    conn.execute("CREATE TEMPORARY TABLE input_order (id text PRIMARY KEY, position bigint)")
+    with conn.cursor().copy("COPY input_order FROM STDIN") as copy:
+        seen: set[str] = set()
+        for position, row in enumerate(rows):
+            if row["id"] not in seen:
+                seen.add(row["id"])
+                copy.write_row((row["id"], position))
+    del rows, seen
     argv = [
         str(SUNDIAL), "pipeline", "enqueue", "--queue", "bench/bulk", "--from", str(source),
         "--priority-column", "priority", "--payload-columns", "body",
         "--metadata-columns", "project", "--rejects", str(work / "rejects.jsonl"),
     ]  # fmt: skip
-    first = run_measured(argv, env)
-    summary = first["output"]
+    if connections is not None:
+        argv += ["--connections", str(connections)]
     expected = {
         "read": n + duplicates + malformed,
         "enqueued": n,
         "already_present": duplicates,
         "rejected": malformed,
     }
-    assert {k: summary[k] for k in expected} == expected, summary
-    stored = conn.execute("SELECT count(*) FROM messages").fetchone()[0]  # type: ignore[index]
-    assert stored == n, stored
+    first = []
+    for _ in range(runs):
+        # Every run into an empty queue, from a checkpoint: the same work each time.
+        conn.execute("TRUNCATE messages")
+        conn.execute("CHECKPOINT")
+        run = run_measured(argv, env)
+        summary = run["output"]
+        assert {k: summary[k] for k in expected} == expected, summary
+        stored = conn.execute("SELECT count(*) FROM messages").fetchone()[0]  # type: ignore[index]
+        assert stored == n, stored
+        run["rows_per_second"] = enqueue_speed(run)
+        first.append(run)
+    in_order = conn.execute(
+        "SELECT bool_and(ok) FROM (SELECT seq > lag(seq) OVER (ORDER BY position) AS ok"
+        " FROM messages JOIN input_order USING (id)) c"
+    ).fetchone()[0]  # type: ignore[index]
+    assert in_order, "seq does not follow the input order"
     second = run_measured(argv, env)
     assert second["output"]["enqueued"] == 0, second
+    speeds = [run["rows_per_second"]["enqueued_per_second"] for run in first]
+    median = first[speeds.index(statistics.median_low(speeds))]
     return {
         "rows": n,
         "duplicates": duplicates,
         "malformed": malformed,
-        "first": first,
+        "runs": first,
+        "median_run": {
+            "seconds": median["seconds"],
+            "phase_seconds": median["output"]["seconds"],
+            "peak_rss_mb": median["peak_rss_mb"],
+            **median["rows_per_second"],
+        },
         "rerun": second,
+        "seq_follows_input_order": in_order,
     }
+
+
+def enqueue_row(result: dict[str, Any]) -> str:
+    """The bulk-enqueue row of docs/pipeline.md's table, from the median run."""
+    run = result["median_run"]
+    phases = run["phase_seconds"]
+    return (
+        f"| `enqueue` | CSV of {result['rows'] + result['duplicates'] + result['malformed']:,}"
+        f" rows: {result['rows']:,} distinct ids + {result['duplicates']:,} duplicates +"
+        f" {result['malformed']:,} malformed, into an exclusive queue"
+        f" (median of {len(result['runs'])}) | {run['seconds']:.0f} s (Spark start-up"
+        f" {phases['spark_start']:.0f} s, check {phases['check']:.0f} s, load"
+        f" {phases['load']:.0f} s): **{run['enqueued_per_second']:,} rows/s** after start-up"
+        f" | {run['peak_rss_mb']:,} MiB |"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--enqueue-runs", type=int, default=3, help="Enqueue runs (the median is reported)."
+    )
+    parser.add_argument(
+        "--connections", type=int, help="The enqueue's --connections (default: its own)."
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the temp dir.")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sundial-pipeline-bench-"))
@@ -189,9 +267,20 @@ def main() -> None:
                 "history": history_benchmark(conn, env, work / "lake", args.messages)
                 if args.messages
                 else None,
-                "enqueue": enqueue_benchmark(conn, env, work, args.rows) if args.rows else None,
+                "enqueue": enqueue_benchmark(
+                    conn,
+                    env,
+                    work,
+                    args.rows,
+                    runs=args.enqueue_runs,
+                    connections=args.connections,
+                )
+                if args.rows
+                else None,
             }
         print(json.dumps(results, indent=2, default=str))
+        if results["enqueue"]:
+            print(enqueue_row(results["enqueue"]))
     finally:
         cluster.stop()
         if not args.keep:

@@ -2,9 +2,10 @@
 
 Spark reads the dataset, gathers each row's id, priority, payload and metadata, and checks every
 row with the core's rules on its executors (:mod:`app.pipeline.rows`), writing the result as
-Parquet to a staging directory. The driver then streams that, batch by batch, into PostgreSQL:
-``COPY`` into a temporary table and one ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` per
-batch, each its own transaction. Memory stays bounded by one batch, whatever the dataset's size.
+Parquet to a staging directory. The driver then streams that, batch by batch, into PostgreSQL
+(:mod:`app.pipeline.loading`): ``COPY`` into a temporary table and one ``INSERT ... SELECT ...
+ON CONFLICT DO NOTHING`` per batch, each its own transaction, over a few connections in
+parallel. Memory stays bounded by a few batches, whatever the dataset's size.
 
 Each batch wakes the queue's long-polling consumers at its commit (as the API's enqueue does),
 so waiting consumers get the new messages at once, not at their 1 s fallback poll.
@@ -12,18 +13,18 @@ so waiting consumers get the new messages at once, not at their 1 s fallback pol
 
 from __future__ import annotations
 
-import io
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
 from psycopg.rows import dict_row
 
@@ -33,7 +34,8 @@ from app.core.validation import Limits
 from app.pipeline import queries
 from app.pipeline.database import connect
 from app.pipeline.lake import arrow_filesystem
-from app.pipeline.rows import OUTPUT_DDL, RowRules, checker
+from app.pipeline.loading import Loaders, SeqReserver
+from app.pipeline.rows import MESSAGE_COLUMNS, OUTPUT_DDL, RowRules, checker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -43,7 +45,6 @@ log = logging.getLogger("sundial.pipeline.enqueue")
 Format = Literal["parquet", "csv", "jsonl"]
 FORMATS: tuple[Format, ...] = ("parquet", "csv", "jsonl")
 CORRUPT = "_corrupt_record"
-NOTIFY_CHANNEL = "sundial_ready"  # app.store.sql.listeners.NOTIFY_CHANNEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,8 @@ class EnqueueSummary:
     enqueued: int = 0
     already_present: int = 0
     rejected: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the time went: ``check`` (Spark) and ``load`` (PostgreSQL), in seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,45 +180,6 @@ def stage(
     checked.write.mode("overwrite").parquet(staging)
 
 
-def _copy_csv(batch: pa.Table) -> bytes:
-    out = io.BytesIO()
-    # Strings are quoted and NULLs left empty: COPY's CSV reads "" as '' and nothing as NULL.
-    pacsv.write_csv(batch, out, pacsv.WriteOptions(include_header=False))
-    return out.getvalue()
-
-
-def _insert(
-    conn: psycopg.Connection[Any], queue: TargetQueue, valid: pa.Table, first_ord: int
-) -> int:
-    """One batch in one transaction; returns how many messages it created."""
-    ords = pa.array(range(first_ord, first_ord + valid.num_rows), pa.int64())
-    rows = pa.table(
-        {
-            "ord": ords,
-            **{
-                name: valid.column(name)
-                for name in ("id", "priority", "payload", "metadata", "exclusive_value")
-            },
-        }
-    )
-    with conn.transaction():
-        lock = conn.execute(queries.QUEUE_LOCK, {"queue_id": queue.id}).fetchone()
-        if lock is None:
-            raise NotFoundError(f"queue {queue.namespace}/{queue.name} was deleted")
-        paused, delay = lock
-        if paused:
-            raise QueuePausedError(f"queue {queue.namespace}/{queue.name} was paused for enqueue")
-        conn.execute(queries.ENQUEUE_STAGE)
-        with conn.cursor() as cur, cur.copy(queries.ENQUEUE_COPY) as copy:
-            copy.write(_copy_csv(rows))
-        created, ready = conn.execute(
-            queries.ENQUEUE_INSERT, {"queue_id": queue.id, "delay": delay}
-        ).fetchone()  # type: ignore[misc]
-        if ready:
-            conn.execute(queries.ENQUEUE_WAKE, {"channel": NOTIFY_CHANNEL, "queue_id": queue.id})
-    return int(created)
-
-
 def load(
     database_url: str,
     queue: TargetQueue,
@@ -223,18 +187,31 @@ def load(
     rejects: Path,
     *,
     batch_rows: int,
+    connections: int = 1,
     started: Callable[[int], None] | None = None,
     advanced: Callable[[int], None] | None = None,
 ) -> EnqueueSummary:
-    """Insert the staged, checked rows batch by batch; write rejected rows to ``rejects``
-    (JSON lines: ``field``, ``reason``, ``source``)."""
+    """Insert the staged, checked rows in transactions of ``batch_rows`` over ``connections``
+    connections; write rejected rows to ``rejects`` (JSON lines: ``field``, ``reason``,
+    ``source``)."""
     filesystem, path = arrow_filesystem(staging)
     dataset = ds.dataset(path, format="parquet", filesystem=filesystem)
     summary = EnqueueSummary(read=dataset.count_rows())
     if started:
         started(summary.read)
     offset = 0
-    with connect(database_url) as conn, rejects.open("w", encoding="utf-8") as out:
+    with (
+        connect(database_url, autocommit=True) as sequencer,
+        Loaders(
+            database_url,
+            queue,
+            connections=connections,
+            batch_rows=batch_rows,
+            advanced=advanced,
+        ) as loaders,
+        rejects.open("w", encoding="utf-8") as out,
+    ):
+        seqs = SeqReserver(sequencer)
         for fragment in sorted(dataset.get_fragments(), key=lambda f: f.path):
             for batch in fragment.to_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch])
@@ -242,13 +219,20 @@ def load(
                 for row in table.filter(refused).select(["field", "reason", "source"]).to_pylist():
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 valid = table.filter(pc.invert(refused))
-                created = _insert(conn, queue, valid, offset) if valid.num_rows else 0
-                offset += valid.num_rows
                 summary.rejected += table.num_rows - valid.num_rows
-                summary.enqueued += created
-                summary.already_present += valid.num_rows - created
-                if advanced:
-                    advanced(table.num_rows)
+                if advanced and table.num_rows > valid.num_rows:
+                    advanced(table.num_rows - valid.num_rows)
+                if not valid.num_rows:
+                    continue
+                numbered = {
+                    "ord": pa.array(range(offset, offset + valid.num_rows), pa.int64()),
+                    "seq": seqs.reserve(valid.num_rows),
+                    **{name: valid.column(name) for name in MESSAGE_COLUMNS},
+                }
+                loaders.add(pa.table(numbered))
+                offset += valid.num_rows
+        summary.enqueued = loaders.finish()
+    summary.already_present = offset - summary.enqueued
     return summary
 
 
@@ -264,19 +248,30 @@ def bulk_enqueue(
     staging: str,
     rejects: Path,
     batch_rows: int,
+    connections: int = 1,
+    checking: Callable[[], AbstractContextManager[object]] | None = None,
     started: Callable[[int], None] | None = None,
     advanced: Callable[[int], None] | None = None,
 ) -> EnqueueSummary:
-    """The whole job: stage with Spark, then load into the queue."""
-    stage(spark, path, fmt, columns, RowRules(queue.config, limits), staging)
+    """The whole job: stage with Spark (within ``checking()``, e.g. a progress display), then
+    load into the queue."""
+    began = time.monotonic()
+    with checking() if checking else contextlib.nullcontext():
+        stage(spark, path, fmt, columns, RowRules(queue.config, limits), staging)
+    checked = time.monotonic()
     summary = load(
         database_url,
         queue,
         staging,
         rejects,
         batch_rows=batch_rows,
+        connections=connections,
         started=started,
         advanced=advanced,
     )
+    summary.seconds = {
+        "check": round(checked - began, 2),
+        "load": round(time.monotonic() - checked, 2),
+    }
     log.info("bulk enqueue into %s/%s: %s", queue.namespace, queue.name, summary)
     return summary

@@ -123,27 +123,42 @@ QUEUE_LOCK: Final = (
 
 ENQUEUE_STAGE: Final = """
     CREATE TEMPORARY TABLE IF NOT EXISTS enqueue_stage (
-        ord bigint, id text, priority bigint, payload text, metadata text,
+        ord bigint, seq bigint, id text, priority bigint, payload text, metadata text,
         exclusive_value text
     ) ON COMMIT DELETE ROWS
 """
 
 ENQUEUE_COPY: Final = """
-    COPY enqueue_stage (ord, id, priority, payload, metadata, exclusive_value)
+    COPY enqueue_stage (ord, seq, id, priority, payload, metadata, exclusive_value)
     FROM STDIN (FORMAT csv)
+"""
+
+# The identity sequence of messages.seq, whose values the driver hands out in input order.
+ENQUEUE_SEQUENCE: Final = "SELECT pg_get_serial_sequence('messages', 'seq')"
+
+# %(count)s new values of that sequence, one per line. Each nextval is atomic, so the values are
+# the load's own whatever enqueues run meanwhile. The driver gives them to a batch's rows in
+# input order before spreading the rows over the loading connections, so seq follows the input
+# order however the connections' commits interleave (a row found present already leaves a gap,
+# as the identity value of an insert that conflicts does).
+ENQUEUE_RESERVE_SEQ: Final = """
+    COPY (SELECT nextval(%(sequence)s::regclass) FROM generate_series(1, %(count)s)) TO STDOUT
 """
 
 # The semantics of app/store/sql/enqueue.py MESSAGES_ENQUEUE_IF_NEW for a batch without per-message
 # overrides: priority defaults to now() in milliseconds, the queue's delay_seconds makes the
 # message invisible until visible_at, max_attempts and lease_seconds stay NULL (the queue's
 # current setting), and an id that exists already is left alone (ON CONFLICT DO NOTHING).
-# seq follows the input order (ORDER BY ord); filter_value is the metadata's value of the
-# queue's filter_key, read from the (locked) queue row. Returns how many messages were created.
+# seq is the value reserved for the row (ENQUEUE_RESERVE_SEQ), hence OVERRIDING SYSTEM VALUE;
+# rows go in input order (ORDER BY ord), so of an id repeated in a batch the first one is
+# inserted. filter_value is the metadata's value of the queue's filter_key, read from the
+# (locked) queue row. Returns how many messages were created.
 ENQUEUE_INSERT: Final = """
     WITH inserted AS (
-        INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
-                              filter_value, visible_at)
-        SELECT %(queue_id)s, s.id,
+        INSERT INTO messages (queue_id, id, seq, priority, state, payload, metadata,
+                              exclusive_value, filter_value, visible_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT %(queue_id)s, s.id, s.seq,
                coalesce(s.priority, (extract(epoch FROM now()) * 1000)::bigint),
                CASE WHEN %(delay)s > 0 THEN 'invisible' ELSE 'pending' END::message_state,
                s.payload::jsonb, s.metadata::jsonb, s.exclusive_value,

@@ -35,7 +35,8 @@ from app.core.models import EnqueueOutcome, NewMessage, QueueConfig
 from app.core.service import QueueService
 from app.core.validation import Limits
 from app.pipeline.database import connect
-from app.pipeline.enqueue import NOTIFY_CHANNEL, EnqueueSummary, find_queue, load
+from app.pipeline.enqueue import EnqueueSummary, find_queue, load
+from app.pipeline.loading import NOTIFY_CHANNEL
 from app.pipeline.rows import INPUT_COLUMNS, RowRules, check_batch
 from tests.helpers import make_queue
 
