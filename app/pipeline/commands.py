@@ -1,15 +1,16 @@
 """``sundial pipeline``: the data pipeline's jobs (docs/pipeline.md).
 
 Argument parsing and printing only. PySpark and pyarrow come with the optional ``pipeline``
-extra; they are imported when a command runs, never when ``sundial`` starts.
+extra; they are imported when a command runs, never when ``sundial`` starts. Long commands show
+progress on a terminal (:mod:`app.pipeline.progress`) and print their result as JSON.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -22,6 +23,7 @@ import click
 from app.bootstrap.database import open_database
 from app.commandline import split_queue_path
 from app.config import Settings, get_settings
+from app.pipeline.progress import CommandProgress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -119,11 +121,18 @@ def export(lake: str | None) -> None:
 
     settings = get_settings()
     root = _lake(settings, lake)
-    with _database(settings) as url:
+    with _database(settings) as url, CommandProgress() as progress:
+        rows = progress.phase("export history to the lake")
         try:
-            result = export_history(url, root, lag_seconds=settings.pipeline_export_lag_seconds)
+            result = export_history(
+                url,
+                root,
+                lag_seconds=settings.pipeline_export_lag_seconds,
+                advanced=rows.advance,
+            )
         except ExportBusyError as error:
             raise click.ClickException(str(error)) from error
+        rows.finish()
     _echo(asdict(result))
 
 
@@ -159,7 +168,7 @@ def report(lake: str | None, since: datetime | None, until: datetime | None) -> 
 
     settings = get_settings()
     root = _lake(settings, lake)
-    with _database(settings) as url, _spark(settings) as spark:
+    with _database(settings) as url, _spark(settings) as spark, CommandProgress() as progress:
         try:
             result = run_report(
                 spark,
@@ -168,6 +177,7 @@ def report(lake: str | None, since: datetime | None, until: datetime | None) -> 
                 since=since,
                 until=until,
                 top_exclusive=settings.pipeline_report_top_exclusive,
+                computing=lambda: progress.spark(spark, "compute the hourly report"),
             )
         except FileNotFoundError as error:
             raise click.ClickException(str(error)) from error
@@ -196,6 +206,13 @@ def report(lake: str | None, since: datetime | None, until: datetime | None) -> 
     help="Scratch directory or URI for the checked rows (default: a temp dir); on a cluster,"
     " one the driver and the executors share.",
 )
+@click.option(
+    "--connections",
+    type=click.IntRange(min=1, max=32),
+    default=2,
+    show_default=True,
+    help="Database connections that insert in parallel (PostgreSQL uses a core for each).",
+)
 def enqueue(
     queue_path: str,
     source: str,
@@ -206,12 +223,10 @@ def enqueue(
     metadata_columns: str | None,
     rejects: Path | None,
     staging: str | None,
+    connections: int,
 ) -> None:
     """Enqueue every row of a dataset into a queue, idempotent by message id."""
     _requires_pipeline_extra()
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     from app.core.errors import SundialError
     from app.core.validation import Limits
     from app.pipeline.enqueue import Columns, bulk_enqueue, detect_format, find_queue
@@ -225,19 +240,13 @@ def enqueue(
         metadata=_columns(metadata_columns) or [],
     )
     rejects = rejects or Path(f"{Path(source.rstrip('/')).name}.rejects.jsonl")
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not sys.stderr.isatty(),
-    )
-    task = progress.add_task(f"enqueue into {queue_path}", total=None)
     with _database(settings) as url, _staging(staging) as scratch:
         try:
             queue = find_queue(url, namespace, name)
-            with _spark(settings) as spark, progress:
+            starting = time.monotonic()
+            with _spark(settings) as spark, CommandProgress() as progress:
+                spark_start = time.monotonic() - starting
+                loaded = progress.phase(f"enqueue into {queue_path}")
                 summary = bulk_enqueue(
                     spark,
                     url,
@@ -249,9 +258,13 @@ def enqueue(
                     staging=scratch,
                     rejects=rejects,
                     batch_rows=settings.pipeline_enqueue_batch_rows,
-                    started=lambda total: progress.update(task, total=total),
-                    advanced=lambda rows: progress.advance(task, rows),
+                    connections=connections,
+                    checking=lambda: progress.spark(spark, "check the rows"),
+                    started=loaded.total,
+                    advanced=loaded.advance,
                 )
+                loaded.finish()
         except SundialError as error:
             raise click.ClickException(f"{error.code}: {error.message}") from error
+    summary.seconds = {"spark_start": round(spark_start, 2), **summary.seconds}
     _echo({**asdict(summary), "rejects_file": str(rejects)})

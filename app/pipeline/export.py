@@ -173,7 +173,10 @@ def _delete_dir(filesystem: fs.FileSystem, path: str) -> None:
 
 
 def _stage(
-    conn: psycopg.Connection[Any], run: tuple[int, datetime, datetime], writer: _PartitionWriter
+    conn: psycopg.Connection[Any],
+    run: tuple[int, datetime, datetime],
+    writer: _PartitionWriter,
+    advanced: Callable[[int], None] | None,
 ) -> None:
     run_id, low, high = run
     with conn.cursor() as cur, cur.copy(queries.EXPORT_COPY, {"low": low, "high": high}) as copy:
@@ -183,6 +186,8 @@ def _stage(
         for batch in _csv_reader(stream):
             for partition, rows in split_by_partition(batch):
                 writer.write(partition, rows)
+            if advanced:
+                advanced(batch.num_rows)
     writer.close()
     log.info("export run %d: staged %d rows", run_id, sum(writer.rows.values()))
 
@@ -198,9 +203,15 @@ def _open_or_new_run(
 
 
 def export_history(
-    database_url: str, lake: str, *, lag_seconds: float = 5.0, hook: Hook | None = None
+    database_url: str,
+    lake: str,
+    *,
+    lag_seconds: float = 5.0,
+    hook: Hook | None = None,
+    advanced: Callable[[int], None] | None = None,
 ) -> ExportResult:
-    """Export the history archived since the watermark (first redoing an interrupted run)."""
+    """Export the history archived since the watermark (first redoing an interrupted run);
+    ``advanced`` is told of the rows as they are staged."""
     filesystem, root = arrow_filesystem(lake)
     history = join(root, HISTORY)
     with connect(database_url, autocommit=True) as conn, Locked(conn):
@@ -214,7 +225,7 @@ def export_history(
         staging = join(history, STAGING, f"run-{run_id}")
         filename = f"part-{run_id}.parquet"
         writer = _PartitionWriter(filesystem, staging, filename)
-        _stage(conn, run, writer)
+        _stage(conn, run, writer, advanced)
         if hook:
             hook("staged")
         for partition in writer.rows:

@@ -8,8 +8,11 @@ deleted, in one transaction. Rerunning a window is therefore idempotent in both 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
@@ -113,8 +116,11 @@ def run_report(
     since: datetime | None = None,
     until: datetime | None = None,
     top_exclusive: int = 3,
+    computing: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> ReportResult:
-    """Compute the report for ``[since, until)`` (widened to days), write it, upsert it."""
+    """Compute the report for ``[since, until)`` (widened to days), write it, upsert it.
+
+    Spark's work runs within ``computing()`` (a progress display, say), the upsert after it."""
     since, until = day_window(since, until)
     filesystem, root = arrow_filesystem(lake)
     if filesystem.get_file_info(join(root, HISTORY)).type == fs.FileType.NotFound:
@@ -124,14 +130,15 @@ def run_report(
         measures, since=since, until=until, top_exclusive=top_exclusive
     ).cache()
     try:
-        (
-            report.withColumn("day", F.to_date("hour"))
-            .repartition("day")
-            .write.mode("overwrite")
-            .partitionBy("day")
-            .parquet(join(lake, HOURLY_REPORT))
-        )
-        rows = _rows_for_postgres(report)
+        with computing() if computing else contextlib.nullcontext():
+            (
+                report.withColumn("day", F.to_date("hour"))
+                .repartition("day")
+                .write.mode("overwrite")
+                .partitionBy("day")
+                .parquet(join(lake, HOURLY_REPORT))
+            )
+            rows = _rows_for_postgres(report)
     finally:
         report.unpersist()
         measures.unpersist()

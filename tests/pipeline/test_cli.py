@@ -88,6 +88,10 @@ def test_enqueue_command_end_to_end(db, database_url: str, tmp_path: Path) -> No
     assert (summary["read"], summary["enqueued"], summary["rejected"]) == (4, 2, 1)
     assert summary["already_present"] == 1
     assert summary["rejects_file"] == "orders.csv.rejects.jsonl"
+    # Where the time went: Spark's start-up, the checks on its executors, the database's load.
+    assert set(summary["seconds"]) == {"spark_start", "check", "load"}
+    assert all(seconds > 0 for seconds in summary["seconds"].values())
+    assert not done.stderr.count("\x1b[")  # no progress drawn: stderr is not a terminal
     [reject] = [json.loads(line) for line in (tmp_path / "orders.csv.rejects.jsonl").open()]
     assert reject["field"] == "row.id"
     rows = db.execute("SELECT id, payload, metadata FROM messages ORDER BY id").fetchall()
