@@ -108,8 +108,9 @@ class DequeueStore(StorePaths):
         guard: dict[str, Any],
     ) -> list[LeasedMessage]:
         if queue.config.kind != "exclusive":
-            statement, params = self._claim(queue, count, lease_seconds, metadata)
-            rows = await self._driver_rows(statement, {**params, **guard})
+            rows = await self._driver_rows(
+                *self._claim(queue, count, lease_seconds, metadata, guard)
+            )
         else:
             rows = await self._claim_exclusive(queue, count, lease_seconds, metadata, guard)
         return leased_messages(rows)
@@ -124,16 +125,21 @@ class DequeueStore(StorePaths):
 
     @staticmethod
     def _claim(
-        queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+        queue: Queue,
+        count: int,
+        lease_seconds: int | None,
+        metadata: Mapping[str, str],
+        guard: Mapping[str, Any] | None = None,
     ) -> tuple[LiteralString, dict[str, Any]]:
-        """The claim statement for this queue and request, and its parameters."""
+        """The claim statement for this queue and request, and its parameters (``guard``: the
+        catalogue guard it carries; default the current request's)."""
         key = queue.config.filter_key
         # A filter on the queue's filter_key takes the index of that key's values; the other
         # pairs, if any, are tested on the rows it reads.
         value = metadata.get(key) if key is not None else None
         keyed, filtered = value is not None, len(metadata) > (value is not None)
         params: dict[str, Any] = {
-            **queue_guard(queue),
+            **(queue_guard(queue) if guard is None else guard),
             "queue_id": queue.id,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
@@ -163,9 +169,9 @@ class DequeueStore(StorePaths):
         leased: list[Any] = []
         while len(leased) < count:
             wanted = count - len(leased)
-            statement, params = self._claim(queue, wanted, lease_seconds, metadata)
+            claim = self._claim(queue, wanted, lease_seconds, metadata, guard)
             try:
-                rows = await self._claim_exclusive_round(queue, statement, {**params, **guard})
+                rows = await self._claim_exclusive_round(queue, *claim)
             except UnavailableError:
                 if not leased:
                     raise

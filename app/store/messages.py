@@ -253,9 +253,8 @@ class MessageStore(StorePaths):
         where the lease was not current."""
         if len(items) == 1:
             [(message_id, lease_id)] = items
-            params = {**queue_params(queue), **guard, "lease_id": lease_id}
             completed = await self._transition(
-                _COMPLETE, queue, message_id, Event.COMPLETE, **params
+                _COMPLETE, queue, message_id, Event.COMPLETE, lease_id=lease_id, **guard
             )
             return [completed]
         params = {

@@ -139,11 +139,11 @@ async def test_a_long_poll_waits_after_the_acknowledgement(alpha: Caller, queue:
         "dequeue": {"wait_seconds": 10},
     }
     waiting = asyncio.create_task(alpha.post(f"{queue}/ack", json=body))
-    # The acknowledgement is committed before the wait begins.
-    for _ in range(200):
-        if await state(alpha, queue, "a") == "completed":
-            break
-        await asyncio.sleep(0.05)
+    # The acknowledgement is committed before the wait begins: once the request is parked,
+    # the message is completed.
+    registry = alpha.runtime.waiters
+    queue_id = (await alpha.runtime.service.get_queue_or_404("alpha", "q")).id
+    await asyncio.wait_for(registry.wait_for_waiting(queue_id, 1), 10)
     assert await state(alpha, queue, "a") == "completed"
     assert not waiting.done()
     await enqueue(alpha, queue, {"id": "b"})

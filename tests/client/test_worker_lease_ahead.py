@@ -116,16 +116,17 @@ async def test_a_held_message_keeps_its_lease_while_it_waits(q: str, aclient: As
         task = asyncio.ensure_future(work)  # type: ignore[arg-type]
         tasks.add(task)
 
+    six_beats = asyncio.Event()  # three lease periods and more
+
     def count(heartbeats: int) -> None:
         beats.append(heartbeats)
+        if len(beats) >= 6:
+            six_beats.set()
 
     holdings = Holdings(q, spawn, count)
     holdings.attach(aclient, 1)
     held = holdings.hold(message)
-    for _ in range(100):  # three lease periods and more
-        if len(beats) >= 6:
-            break
-        await asyncio.sleep(0.1)
+    await asyncio.wait_for(six_beats.wait(), TIMEOUT)
     holdings.let_go(held)
     await asyncio.gather(*tasks)
     assert len(beats) >= 6
