@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, ge=4096)
     """Largest HTTP request body, in bytes."""
 
+    express_lane: bool = True
+    """Answer the hot calls (enqueue, dequeue, ack, complete, fail, extend) on the server's
+    short path past the web framework's per-request layers (the same checks and answers); off,
+    every request takes the framework's routes."""
+
     rate_limit: str | None = None
     """Requests each token (and the admin) may make per worker process, e.g. ``500/second`` or
     ``20000/minute``; over it the answer is 429 ``rate_limited``. Unset: no limit."""

@@ -20,6 +20,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.api.express import ExpressLane
 from app.api.openapi import config as openapi_config
 from app.api.routes import ROUTERS
 from app.bootstrap import database
@@ -106,7 +107,7 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
     Raises:
         RuntimeError: at startup, when neither ``engine`` nor ``settings.database_url`` is set.
     """
-    return Litestar(
+    app = Litestar(
         route_handlers=[*ROUTERS, *metrics_endpoint.HANDLERS],
         lifespan=[_lifespan(settings, engine)],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -116,6 +117,11 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
         logging_config=None,
         plugins=[DashboardPlugin(settings), AuthThrottlePlugin(settings)],
     )
+    if settings.express_lane:
+        app.asgi_handler = ExpressLane(
+            app.asgi_handler, max_body_bytes=settings.max_body_bytes, metrics=http_metrics
+        )
+    return app
 
 
 def create_app_from_env() -> Litestar:

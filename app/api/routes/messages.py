@@ -8,7 +8,7 @@ from typing import Annotated
 from litestar import Router, delete, get, patch, post
 from litestar.params import QueryParameter
 
-from app.api import longpoll
+from app.api import hot_calls
 from app.api.auth import require_namespace
 from app.api.body import read
 from app.api.openapi import SECURITY, with_body
@@ -43,8 +43,7 @@ _ORDER = "enqueued_at (newest first, the default) or priority (lowest first)"
 async def enqueue(request: AnyRequest, ns: PathStr, queue: PathStr) -> EnqueueOut:
     """Enqueue 1-1000 messages, all or nothing. An id already in the queue is not enqueued
     again: it is reported with `created: false` and its current state."""
-    body = await read(request, Enqueue)
-    return EnqueueOut.of(await service(request).enqueue(ns, queue, body.to_models()))
+    return await hot_calls.enqueue(runtime(request), ns, queue, await request.body())
 
 
 @get("/messages", responses=error_specs(400, *_AUTH, 404))
@@ -80,10 +79,9 @@ async def query_messages(
 )
 async def dequeue(request: AnyRequest, ns: PathStr, queue: PathStr) -> DequeueOut:
     """Lease up to `count` messages, waiting up to `wait_seconds` for one to be ready."""
-    body = await read(request, Dequeue)
-    rt = runtime(request)
-    leased = await longpoll.dequeue(rt.service, rt.waiters, ns, queue, body, request.receive)
-    return DequeueOut.of(leased)
+    return await hot_calls.dequeue(
+        runtime(request), ns, queue, await request.body(), request.receive
+    )
 
 
 @post(
@@ -96,17 +94,7 @@ async def ack(request: AnyRequest, ns: PathStr, queue: PathStr) -> AckOut:
     """Complete and fail up to 1000 messages; each item succeeds or fails on its own. With
     `dequeue`, then lease messages as a dequeue does, in the same transaction on a simple queue
     (a long poll, if it asks for one, begins once the acknowledgement is committed)."""
-    body = await read(request, Ack)
-    complete, fail = body.refs()
-    then = body.dequeue
-    if then is None:
-        return AckOut.of(await service(request).ack(ns, queue, complete, fail))
-    longpoll.check_wait(then, "dequeue.wait_seconds")
-    rt = runtime(request)
-    results, leased = await rt.service.ack_and_dequeue(ns, queue, complete, fail, then.next_lease())
-    if not leased and then.wait_seconds:
-        leased = await longpoll.dequeue(rt.service, rt.waiters, ns, queue, then, request.receive)
-    return AckOut.of(results, leased)
+    return await hot_calls.ack(runtime(request), ns, queue, await request.body(), request.receive)
 
 
 @post(
@@ -161,8 +149,8 @@ async def complete(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
 ) -> MessageOut:
     """Complete a running message with its current lease (409 `lease_mismatch` otherwise)."""
-    body = await read(request, Complete)
-    return MessageOut.of(await service(request).complete(ns, queue, message_id, body.lease_id))
+    rt, body = runtime(request), await request.body()
+    return await hot_calls.complete(rt, ns, queue, message_id, body)
 
 
 @post(
@@ -173,16 +161,7 @@ async def complete(
 )
 async def fail(request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr) -> MessageOut:
     """Fail an attempt: retried (after the retry delay) while attempts remain, else errored."""
-    body = await read(request, Fail)
-    failed = await service(request).fail(
-        ns,
-        queue,
-        message_id,
-        body.lease_id,
-        error=body.error,
-        retry_delay_seconds=body.retry_delay_seconds,
-    )
-    return MessageOut.of(failed)
+    return await hot_calls.fail(runtime(request), ns, queue, message_id, await request.body())
 
 
 @post(
@@ -195,11 +174,8 @@ async def extend(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
 ) -> MessageOut:
     """Heartbeat: the lease now expires `lease_seconds` from now."""
-    body = await read(request, Extend)
-    extended = await service(request).extend(
-        ns, queue, message_id, body.lease_id, body.lease_seconds
-    )
-    return MessageOut.of(extended)
+    rt, body = runtime(request), await request.body()
+    return await hot_calls.extend(rt, ns, queue, message_id, body)
 
 
 @post(
