@@ -66,30 +66,49 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _per_message_us(cpu_s: float, rate: float, wall_s: float) -> float | None:
+    """CPU microseconds per message: CPU seconds over the messages of the measured window."""
+    messages = rate * wall_s
+    return cpu_s / messages * 1e6 if messages else None
+
+
 def cpu_table(res: dict[str, Any]) -> str:
-    """Per-workload median CPU seconds of every process, for the reader to see who saturated."""
+    """Per-workload median CPU seconds of every process, for the reader to see who saturated,
+    and what each process spent per message. ``ceiling`` is the rate the machine's cores would
+    carry if the server cost nothing: cores over PostgreSQL's and the generator's CPU per
+    message (the bound on a ratio against a baseline that runs without the server)."""
+    cores = res.get("machine", {}).get("cores") or 1
     lines = [
         "| workload | system | wall s | server workers CPU s | PostgreSQL CPU s"
-        " | generator CPU s |",
-        "|---|---|---|---|---|---|",
+        " | generator CPU s | server µs/msg | PostgreSQL µs/msg | generator µs/msg"
+        " | ceiling msg/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, runs in res.get("workloads", {}).items():
         if key not in THROUGHPUT_KEYS:
             continue
         for system in ("sundial", "raw", "peer"):
-            cpu = [r[system]["cpu"] for r in runs if system in r]
-            if not cpu:
+            measured = [r[system] for r in runs if system in r and "cpu" in r[system]]
+            if not measured:
                 continue
+            cpu = [m["cpu"] for m in measured]
             gen = (
                 "pgbench_cpu_s"
                 if system == "raw" and "pgbench_cpu_s" in cpu[0]
                 else "loadgen_cpu_s"
             )
+            wall = median([c["wall_s"] for c in cpu])
+            server = median([c["server_cpu_s"] for c in cpu])
+            postgres = median([c["postgres_cpu_s"] for c in cpu])
+            generator = median([c.get(gen, 0.0) for c in cpu])
+            rate = median([m.get("rate", 0.0) for m in measured])
+            per = [_per_message_us(x, rate, wall) for x in (server, postgres, generator)]
+            others = per[1] + per[2] if per[1] is not None and per[2] is not None else None
+            ceiling = cores * 1e6 / others if others else None
             lines.append(
-                f"| {key} | {system} | {_fmt(median([c['wall_s'] for c in cpu]))} | "
-                f"{_fmt(median([c['server_cpu_s'] for c in cpu]))} | "
-                f"{_fmt(median([c['postgres_cpu_s'] for c in cpu]))} | "
-                f"{_fmt(median([c.get(gen, 0.0) for c in cpu]))} |"
+                f"| {key} | {system} | {_fmt(wall)} | {_fmt(server)} | {_fmt(postgres)} | "
+                f"{_fmt(generator)} | {_fmt(per[0])} | {_fmt(per[1])} | {_fmt(per[2])} | "
+                f"{_fmt(ceiling)} |"
             )
     return "\n".join(lines)
 
