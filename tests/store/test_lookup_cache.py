@@ -100,6 +100,32 @@ async def test_a_cached_token_and_queue_save_their_lookups(engine):
     assert statements() == 0  # no lookup
 
 
+async def test_a_cached_dequeue_runs_its_claim_only(engine):
+    """The plan of a dequeue is made from cached lookups and confirmed by the guarded claim
+    that runs it: no statement of its own to check them first."""
+    service = cached_service(engine)
+    secret = await setup(service)
+    await as_request(service, secret, lambda: service.enqueue("ns", "q", [NewMessage()] * 2))
+    statements = counting_statements(service.store.engine)  # type: ignore[attr-defined]
+    leased = await as_request(service, secret, lambda: service.dequeue("ns", "q"))
+    assert len(leased) == 1
+    assert statements() == 0  # no lookup, no catalogue check: the claim ran on the driver
+
+
+async def test_a_dequeue_planned_before_a_pause_elsewhere_leases_nothing(engine):
+    here, elsewhere = cached_service(engine), cached_service(engine)
+    secret = await setup(here)
+    await as_request(here, secret, lambda: here.enqueue("ns", "q", [NewMessage()]))
+
+    async def plan_then_dequeue() -> int:
+        plan = await elsewhere.plan_dequeue("ns", "q")  # from lookups, unconfirmed
+        await here.update_queue("ns", "q", {"dequeue_paused": True})
+        return len(await elsewhere.dequeue_planned(plan))
+
+    assert await as_request(elsewhere, secret, plan_then_dequeue) == 0
+    assert (await here.queue_detail("ns", "q")).stats.counts.get("pending") == 1
+
+
 async def test_a_queue_paused_in_another_process_refuses_the_next_enqueue(engine):
     here, elsewhere = cached_service(engine), cached_service(engine)
     secret = await setup(here)

@@ -28,12 +28,27 @@ def again_if_catalogue_changed(
     safe), after the caller is authenticated again (:func:`catalogue.renew`); at most
     ``catalogue.ATTEMPTS`` times. An operation that answered from its lookups alone has them
     confirmed current before it answers."""
+    return _again(operation, confirm=True)
 
+
+def replanned_if_catalogue_changed(
+    operation: Callable[Concatenate[S, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """As :func:`again_if_catalogue_changed`, for an operation that makes a plan out of its
+    lookups and answers nothing by itself: whatever runs the plan confirms them (its guarded
+    statement, or a check of its own), so the plan does not spend a statement on it."""
+    return _again(operation, confirm=False)
+
+
+def _again(
+    operation: Callable[Concatenate[S, P], Coroutine[Any, Any, R]], *, confirm: bool
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         for attempt in range(1, catalogue.ATTEMPTS + 1):
             try:
                 result = await operation(self, *args, **kwargs)
-                await self.store.confirm_lookups()
+                if confirm:
+                    await self.store.confirm_lookups()
                 return result
             except CatalogueChangedError:
                 if attempt == catalogue.ATTEMPTS:

@@ -10,7 +10,7 @@ from app.core import catalogue, validation
 from app.core.errors import CatalogueChangedError
 from app.core.models import LeasedMessage, Queue
 from app.core.service.base import ServiceBase
-from app.core.service.catalogue_retry import again_if_catalogue_changed
+from app.core.service.catalogue_retry import replanned_if_catalogue_changed
 from app.core.states import Event
 
 
@@ -27,7 +27,7 @@ class DequeuePlan:
 class Consuming(ServiceBase):
     """The consumer's claim."""
 
-    @again_if_catalogue_changed
+    @replanned_if_catalogue_changed
     async def plan_dequeue(
         self,
         namespace: str,
@@ -38,7 +38,8 @@ class Consuming(ServiceBase):
         metadata: Mapping[str, str] | None = None,
     ) -> DequeuePlan:
         """Validate a dequeue request and resolve its queue (a long poll plans once, then
-        dequeues as often as it is woken)."""
+        dequeues as often as it is woken). The plan's lookups are confirmed by the claim that
+        runs it (or, on a paused queue, by :meth:`dequeue_planned`'s own check)."""
         validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
         if lease_seconds is not None:
             validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
