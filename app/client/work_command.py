@@ -14,6 +14,7 @@ import click
 from app.client import Worker
 from app.client.calls import MAX_WAIT_SECONDS
 from app.client.commands import parse_pairs, reported_errors, server_options
+from app.client.worker import DEFAULT_PREFETCH
 
 
 def load_handler(spec: str) -> Any:
@@ -41,7 +42,7 @@ def load_handler(spec: str) -> Any:
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),
-    help="Most messages leased ahead of free handlers (default: 100).",
+    help=f"Most messages leased ahead of free handlers (default: {DEFAULT_PREFETCH}).",
 )
 @click.option("--lease-seconds", type=int, help="Lease per message (default: the queue's).")
 @click.option("--wait-seconds", default=MAX_WAIT_SECONDS, show_default=True, help="Long poll.")

@@ -53,9 +53,11 @@ log = logging.getLogger("sundial.worker")
 Handler = Callable[[Leased], Any]
 """Takes the leased message; returns (or, if async, resolves to) the reply, if any."""
 
-DEFAULT_PREFETCH = 100
-"""Most messages a worker leases ahead of free handlers unless told (one full request's worth:
-only handlers that finish faster than a round trip ever get that far)."""
+DEFAULT_PREFETCH = 300
+"""Most messages a worker leases ahead of free handlers unless told (three full requests'
+worth: only handlers that finish faster than a round trip ever get that far). A drain is bound
+by the messages on their way over the time an answer takes; with no-op handlers 300 drained
+about a third faster than 100 (bench `worker`)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class Worker(Turns):
         shutdown_timeout: seconds running handlers get to finish after stop() before their
             messages are released.
         burst: stop once nothing is ready and no handler is running (for scripts and tests).
-        prefetch: most messages leased ahead of free handlers (default 100, one full request).
+        prefetch: most messages leased ahead of free handlers (default 300).
             The worker leases ahead only as far as its handlers go idle waiting for the next
             answer: fast handlers then never wait for a round trip, and nothing is leased ahead
             of slow ones. A message leased ahead holds its lease (with heartbeats) and counts an
