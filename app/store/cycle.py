@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
-
-import psycopg
-from psycopg.rows import namedtuple_row
 
 from app.core.errors import CatalogueChangedError, UnavailableError
 from app.core.models import LeasedMessage, NextLease, Queue
@@ -67,20 +63,7 @@ class CycleStore(MessageStore, DequeueStore):
             *acknowledgement(queue, complete, fail),
             self._claim(queue, claim.count, claim.lease_seconds, claim.metadata),
         ]
-        async with self._driver() as driver:
-            # One round trip and one transaction: the acknowledgement's statements and the claim
-            # go out together in pipeline mode, followed by one Sync. On a connection in
-            # autocommit, PostgreSQL runs everything before a Sync as one implicit transaction,
-            # committed at the Sync, or rolled back whole when a statement fails (psycopg's
-            # transaction() would add a BEGIN, a COMMIT and a Sync of its own around them:
-            # about twice the client CPU for the same effect).
-            cursors: list[psycopg.AsyncCursor[Any]] = []
-            async with driver.pipeline():
-                for statement, params in statements:
-                    cursor = driver.cursor(row_factory=namedtuple_row)
-                    await cursor.execute(statement, params)
-                    cursors.append(cursor)
-            *acks, claimed = [await cursor.fetchall() for cursor in cursors]
+        *acks, claimed = await self._driver_rows_together(statements)
         changed = [{(r.id, r.lease_id) for r in rows} for rows in acks]
         completed, failed = acknowledged(changed, complete, fail)
         return completed, failed, leased_messages(claimed)

@@ -9,7 +9,6 @@ statement that matched nothing returns None; the service then asks :meth:`guard_
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any, LiteralString
 
@@ -101,21 +100,11 @@ def acknowledgement(
     return statements
 
 
-async def run_acknowledgement(
-    cursor: psycopg.AsyncCursor[Any], statements: Sequence[tuple[LiteralString, dict[str, Any]]]
-) -> list[set[tuple[str, str]]]:
-    """Run the statements of :func:`acknowledgement`; the (id, lease_id) pairs each changed."""
-    changed: list[set[tuple[str, str]]] = []
-    for statement, params in statements:
-        await cursor.execute(statement, params)
-        changed.append({(r.id, r.lease_id) for r in await cursor.fetchall()})
-    return changed
-
-
 def acknowledged(
     changed: list[set[tuple[str, str]]], complete: Sequence[object], fail: Sequence[object]
 ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """The pairs completed and the pairs failed, from what :func:`run_acknowledgement` found."""
+    """The pairs completed and the pairs failed, from the (id, lease_id) pairs each statement
+    of :func:`acknowledgement` changed."""
     done = iter(changed)
     return (next(done) if complete else set()), (next(done) if fail else set())
 
@@ -367,11 +356,11 @@ class MessageStore(StorePaths):
         statements = acknowledgement(queue, complete, fail)
         if not statements:
             return set(), set()
-        async with self._driver() as driver:
-            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
-            both = driver.transaction() if len(statements) > 1 else contextlib.nullcontext()
-            async with both:
-                changed = await run_acknowledgement(cursor, statements)
+        if len(statements) == 1:
+            results = [await self._driver_rows(*statements[0])]
+        else:
+            results = await self._driver_rows_together(statements)
+        changed = [{(r.id, r.lease_id) for r in rows} for rows in results]
         return acknowledged(changed, complete, fail)
 
     @retry_transient

@@ -13,7 +13,7 @@ lost (:mod:`app.store.connections`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, LiteralString
 
@@ -139,6 +139,26 @@ class StorePaths:
             cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
             await cursor.execute(statement, params)
             return await cursor.fetchall() if cursor.description else []
+
+    async def _driver_rows_together(
+        self, statements: Sequence[tuple[LiteralString, Mapping[str, Any]]]
+    ) -> list[list[Any]]:
+        """Run hot statements as one transaction in one round trip; each one's rows.
+
+        They go out together in pipeline mode, followed by one Sync. On a connection in
+        autocommit, PostgreSQL runs everything before a Sync as one implicit transaction,
+        committed at the Sync or rolled back whole when a statement fails. (psycopg's
+        ``transaction()`` would add a BEGIN, a COMMIT and syncs of its own around them: about
+        twice the client CPU for the same effect.)
+        """
+        cursors: list[psycopg.AsyncCursor[Any]] = []
+        async with self._driver() as driver:
+            async with driver.pipeline():
+                for statement, params in statements:
+                    cursor = driver.cursor(row_factory=namedtuple_row)
+                    await cursor.execute(statement, params)
+                    cursors.append(cursor)
+            return [await cursor.fetchall() for cursor in cursors]
 
     def _raise_catalogue_changed(self, error: Exception) -> None:
         """Raise :class:`CatalogueChangedError` if ``error`` is the catalogue guard's refusal,

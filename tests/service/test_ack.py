@@ -120,3 +120,29 @@ async def test_ack_complete_retried_with_the_same_lease_is_ok(service, queue):
     # told its lease is gone.
     again = await service.ack(NS, Q, complete=[LeaseRef("a", leased.lease_id)], fail=[])
     assert [(r.ok, r.error) for r in again] == [(True, None)]
+
+
+async def test_ack_of_both_kinds_is_one_transaction(service, engine, queue, monkeypatch):
+    """Completions and failures of one acknowledgement commit together: when the failures'
+    statement fails, the completions are taken back with it."""
+    from app.store import messages
+
+    await service.enqueue(NS, Q, [new(i) for i in ("a", "b")])
+    leases = {m.id: m.lease_id for m in await service.dequeue(NS, Q, count=2)}
+    real = messages.acknowledgement
+
+    def failing_second(*args, **kwargs):
+        completes, _ = real(*args, **kwargs)
+        return [completes, ("SELECT 1 / 0", {})]  # a data exception in the failures' place
+
+    monkeypatch.setattr(messages, "acknowledgement", failing_second)
+    with pytest.raises(ValidationError):
+        await service.ack(
+            NS, Q, complete=[LeaseRef("a", leases["a"])], fail=[LeaseRef("b", leases["b"])]
+        )
+    assert await states_of(engine, queue) == {"a": "running", "b": "running"}
+    monkeypatch.undo()
+    results = await service.ack(
+        NS, Q, complete=[LeaseRef("a", leases["a"])], fail=[LeaseRef("b", leases["b"])]
+    )
+    assert [(r.id, r.ok) for r in results] == [("a", True), ("b", True)]
