@@ -175,7 +175,7 @@ class Loaders:
         ]
         self._batch_rows = batch_rows
         self._filling: list[list[pa.Table]] = [[] for _ in self._loaders]
-        self._filled = [0] * connections
+        """Per loader, the rows gathered for its next transaction."""
 
     def __enter__(self) -> Loaders:
         for loader in self._loaders:
@@ -213,20 +213,22 @@ class Loaders:
         for index, part in enumerate(self._shards(rows)):
             if part.num_rows:
                 self._filling[index].append(part)
-                self._filled[index] += part.num_rows
-            while self._filled[index] >= self._batch_rows:
+            while self._filled(index) >= self._batch_rows:
                 self._hand_over(index, self._batch_rows)
+
+    def _filled(self, index: int) -> int:
+        return sum(part.num_rows for part in self._filling[index])
 
     def _hand_over(self, index: int, size: int) -> None:
         filling = pa.concat_tables(self._filling[index])
         batch, rest = filling.slice(0, size), filling.slice(size)
         self._filling[index] = [rest] if rest.num_rows else []
-        self._filled[index] = rest.num_rows
         self._loaders[index].inbox.put(batch.combine_chunks())
 
     def finish(self) -> int:
         """Hand over what is left, wait for every loader; the messages they created."""
-        for index, filled in enumerate(self._filled):
+        for index in range(len(self._loaders)):
+            filled = self._filled(index)
             if filled and not self._halt.is_set():
                 self._hand_over(index, filled)
         self._close()

@@ -9,7 +9,7 @@ statement that matched nothing returns None; the service then asks :meth:`guard_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
 import msgspec
@@ -209,20 +209,19 @@ class MessageStore(StorePaths):
         queue: Queue,
         message_id: str,
         event: Event,
+        guard: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> Message | None:
-        """Run one guarded transition; None when the guard matched no row."""
+        """Run one guarded transition (carrying ``guard``, by default the current request's
+        catalogue guard); None when the guard matched no row."""
         bound = {
-            **queue_params(queue),
+            **queue_params(queue, guard),
             "id": message_id,
             "from_states": from_states(event),
             **params,
         }
-        async with self._driver() as driver:
-            cursor = driver.cursor(row_factory=dict_row)
-            await cursor.execute(statement, bound)
-            row = await cursor.fetchone()
-        return message_from_row(row) if row is not None else None
+        rows = await self._driver_rows(statement, bound, dict_row)
+        return message_from_row(rows[0]) if rows else None
 
     async def complete(self, queue: Queue, message_id: str, lease_id: str | None) -> Message | None:
         """running -> completed, if ``lease_id`` is the current lease. The concurrent completes
@@ -243,19 +242,15 @@ class MessageStore(StorePaths):
         if len(items) == 1:
             [(message_id, lease_id)] = items
             completed = await self._transition(
-                _COMPLETE, queue, message_id, Event.COMPLETE, lease_id=lease_id, **guard
+                _COMPLETE, queue, message_id, Event.COMPLETE, guard, lease_id=lease_id
             )
             return [completed]
         params = {
-            **queue_params(queue),
-            **guard,
+            **queue_params(queue, guard),
             "items": batches.lease_items(items),
             "from_states": from_states(Event.COMPLETE),
         }
-        async with self._driver() as driver:
-            cursor = driver.cursor(row_factory=dict_row)
-            await cursor.execute(_COMPLETE_MANY_WHOLE, params)
-            rows = await cursor.fetchall()
+        rows = await self._driver_rows(_COMPLETE_MANY_WHOLE, params, dict_row)
         done = {(row["id"], row["lease_id"]): message_from_row(row) for row in rows}
         return [done.get(item) for item in items]
 
@@ -356,10 +351,7 @@ class MessageStore(StorePaths):
         statements = acknowledgement(queue, complete, fail)
         if not statements:
             return set(), set()
-        if len(statements) == 1:
-            results = [await self._driver_rows(*statements[0])]
-        else:
-            results = await self._driver_rows_together(statements)
+        results = await self._driver_rows_together(statements)
         changed = [{(r.id, r.lease_id) for r in rows} for rows in results]
         return acknowledged(changed, complete, fail)
 

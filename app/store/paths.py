@@ -19,7 +19,7 @@ from typing import Any, LiteralString
 
 import psycopg
 import sqlalchemy as sa
-from psycopg.rows import namedtuple_row
+from psycopg.rows import AsyncRowFactory, namedtuple_row
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -133,10 +133,15 @@ class StorePaths:
         finally:
             await _return_to_pool(pooled, driver)
 
-    async def _driver_rows(self, statement: LiteralString, params: Mapping[str, Any]) -> list[Any]:
-        """Run one hot statement; its rows as named tuples."""
+    async def _driver_rows(
+        self,
+        statement: LiteralString,
+        params: Mapping[str, Any],
+        row_factory: AsyncRowFactory[Any] = namedtuple_row,
+    ) -> list[Any]:
+        """Run one hot statement; its rows (named tuples unless ``row_factory`` says)."""
         async with self._driver() as driver:
-            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
+            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=row_factory)
             await cursor.execute(statement, params)
             return await cursor.fetchall() if cursor.description else []
 
@@ -149,8 +154,11 @@ class StorePaths:
         autocommit, PostgreSQL runs everything before a Sync as one implicit transaction,
         committed at the Sync or rolled back whole when a statement fails. (psycopg's
         ``transaction()`` would add a BEGIN, a COMMIT and syncs of its own around them: about
-        twice the client CPU for the same effect.)
+        twice the client CPU for the same effect.) A single statement runs as
+        :meth:`_driver_rows` runs it, without the pipeline's own cost.
         """
+        if len(statements) == 1:
+            return [await self._driver_rows(*statements[0])]
         cursors: list[psycopg.AsyncCursor[Any]] = []
         async with self._driver() as driver:
             async with driver.pipeline():

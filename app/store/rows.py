@@ -72,12 +72,13 @@ def queue_guard(queue: Queue) -> dict[str, Any]:
     return guard_params(*catalogue.guard(queue.catalogue_version))
 
 
-def queue_params(queue: Queue) -> dict[str, Any]:
+def queue_params(queue: Queue, guard: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Parameters every message statement takes from its queue's configuration, and the
-    catalogue guard of the request (:data:`app.store.sql.guards.CATALOGUE_IS_CURRENT`)."""
+    catalogue guard it carries (:data:`app.store.sql.guards.CATALOGUE_IS_CURRENT`): ``guard``,
+    that of joined requests, or by default the current request's."""
     config = queue.config
     return {
-        **queue_guard(queue),
+        **(queue_guard(queue) if guard is None else guard),
         "queue_id": queue.id,
         "queue_max_attempts": config.max_attempts,
         "queue_lease": config.lease_seconds,

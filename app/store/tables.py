@@ -321,7 +321,7 @@ dashboard_sessions = sa.Table(
 # counts as of the scheduler's last fold (no row for a count of 0, no foreign key: a deleted
 # queue's deltas bring its counts to 0), and the changes since, appended by statement-level
 # triggers on messages (one row per queue and state a statement changed, with its net change).
-# A read adds the two up in one statement (app/store/sql/reads.py, MESSAGES_COUNT_BY_STATE).
+# A read adds the two up in one statement (app/store/sql/reads.py, KEPT_COUNTS_SQL).
 queue_state_counts = sa.Table(
     "queue_state_counts",
     metadata,

@@ -188,4 +188,8 @@ def test_the_lane_labels_metrics_with_the_routes_templates(app: Litestar) -> Non
 )
 def test_other_paths_go_to_the_router(path: str) -> None:
     assert route_of("POST", path) is None
-    assert route_of("GET", "/v1/namespaces/n/queues/q/messages") is None
+
+
+def test_other_methods_go_to_the_router() -> None:
+    for method in ("GET", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"):
+        assert route_of(method, "/v1/namespaces/n/queues/q/messages") is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,7 +16,7 @@ from app.core.errors import QueuePausedError
 from app.core.validation import Limits
 from app.pipeline import loading
 from app.pipeline.database import connect
-from app.pipeline.enqueue import find_queue, load
+from app.pipeline.enqueue import EnqueueSummary, find_queue, load
 from app.pipeline.rows import INPUT_COLUMNS, RowRules, check_batch
 from tests.pipeline.test_enqueue import _make_queue as make_queue
 
@@ -54,6 +55,19 @@ def _input() -> list[dict[str, str]]:
     return rows
 
 
+def _load(database_url: str, tmp_path: Path, connections: int, **options: Any) -> EnqueueSummary:
+    """Load what :func:`_stage` staged under ``tmp_path`` into shop/bulk, 16 rows a batch."""
+    return load(
+        database_url,
+        find_queue(database_url, "shop", "bulk"),
+        str(tmp_path / "staging"),
+        tmp_path / "rejects.jsonl",
+        batch_rows=16,
+        connections=connections,
+        **options,
+    )
+
+
 @pytest.mark.parametrize("connections", [1, 3])
 def test_several_connections_enqueue_what_one_does(db, database_url, tmp_path, connections):
     make_queue(db, "bulk")
@@ -61,15 +75,7 @@ def test_several_connections_enqueue_what_one_does(db, database_url, tmp_path, c
     _stage(database_url, tmp_path / "staging", rows)
     advanced: list[int] = []
 
-    summary = load(
-        database_url,
-        find_queue(database_url, "shop", "bulk"),
-        str(tmp_path / "staging"),
-        tmp_path / "rejects.jsonl",
-        batch_rows=16,
-        connections=connections,
-        advanced=advanced.append,
-    )
+    summary = _load(database_url, tmp_path, connections, advanced=advanced.append)
 
     first: dict[str, str] = {}
     for row in rows:
@@ -93,15 +99,7 @@ def test_a_pause_during_the_load_stops_it_at_the_next_batch(db, database_url, tm
             other.execute("UPDATE queues SET enqueue_paused = true WHERE name = 'bulk'")
 
     with pytest.raises(QueuePausedError, match="paused"):
-        load(
-            database_url,
-            find_queue(database_url, "shop", "bulk"),
-            str(tmp_path / "staging"),
-            tmp_path / "rejects.jsonl",
-            batch_rows=16,
-            connections=1,
-            advanced=pause,
-        )
+        _load(database_url, tmp_path, 1, advanced=pause)
     first_batch = {row["id"] for row in rows[:16]}
     assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == len(first_batch)
 
@@ -120,14 +118,7 @@ def test_a_failing_connection_stops_the_others(db, database_url, tmp_path, monke
 
     monkeypatch.setattr(loading, "insert_batch", failing_third)
     with pytest.raises(QueuePausedError, match="paused"):
-        load(
-            database_url,
-            find_queue(database_url, "shop", "bulk"),
-            str(tmp_path / "staging"),
-            tmp_path / "rejects.jsonl",
-            batch_rows=16,
-            connections=3,
-        )
+        _load(database_url, tmp_path, 3)
     # Each connection stops at its next batch: of the 18 or so batches, a few were tried.
     assert len(batches) <= 3 + 2 * (1 + loading.INBOX)
     loaded = db.execute("SELECT count(*) FROM messages").fetchone()[0]

@@ -55,22 +55,25 @@ MESSAGES_ARCHIVED_COMPLETED: Final[TextClause] = text(
     """
 )
 
-# Counts per state for the queues of a namespace (or one queue), without reading a message: the
-# counts as of the scheduler's last fold plus the deltas appended since by the triggers on
-# messages (migration 0010). One statement reads both at one snapshot, so the counts are exact
-# at that snapshot: a fold that commits meanwhile moves deltas into the counts all at once, and a
-# change to messages commits together with its deltas. It reads the primary key of
-# queue_state_counts (at most six rows per queue) and the few hundred deltas not folded yet.
+# The messages of each queue and state, as one set of (queue_id, state, n) rows to add up: the
+# counts as of the scheduler's last fold and the deltas appended since by the triggers on
+# messages (migration 0010). Read in one statement, both come from one snapshot, so the sums are
+# exact at that snapshot: a fold that commits meanwhile moves deltas into the counts all at once,
+# and a change to messages commits together with its deltas. A filter on queue_id outside it is
+# pushed into both branches (the primary key of queue_state_counts, the few hundred deltas not
+# folded yet); never a message is read.
+KEPT_COUNTS_SQL = """
+    SELECT queue_id, state, n FROM queue_state_counts
+    UNION ALL
+    SELECT queue_id, state, delta FROM queue_state_count_deltas
+"""
+
+# Counts per state for the queues of a namespace (or one queue), from the kept counts.
 MESSAGES_COUNT_BY_STATE: Final[TextClause] = text(
-    """
+    f"""
     SELECT queue_id, state::text AS state, sum(n)::bigint AS n
-    FROM (
-        SELECT queue_id, state, n FROM queue_state_counts
-        WHERE queue_id = ANY(CAST(:queue_ids AS bigint[]))
-        UNION ALL
-        SELECT queue_id, state, delta FROM queue_state_count_deltas
-        WHERE queue_id = ANY(CAST(:queue_ids AS bigint[]))
-    ) AS counted
+    FROM ({KEPT_COUNTS_SQL}) AS counted
+    WHERE queue_id = ANY(CAST(:queue_ids AS bigint[]))
     GROUP BY queue_id, state
     HAVING sum(n) <> 0
     """

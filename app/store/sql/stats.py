@@ -15,12 +15,14 @@ from typing import Final
 
 from sqlalchemy import TextClause, text
 
+from app.store.sql.reads import KEPT_COUNTS_SQL
+
 # One round trip, one statement. Each scalar subquery names the partial index it probes.
 DATABASE_STATS: Final[TextClause] = text(
-    """
+    f"""
     SELECT
         -- Live messages per queue and state: the kept counts plus the deltas not folded yet,
-        -- read at this statement's snapshot (app/store/sql/reads.py, MESSAGES_COUNT_BY_STATE);
+        -- read at this statement's snapshot (app/store/sql/reads.py, KEPT_COUNTS_SQL);
         -- the oldest pending message of each queue: one probe of messages_pending_visible_idx.
         (SELECT coalesce(json_agg(json_build_object(
                     'id', q.id, 'namespace', q.namespace, 'queue', q.name,
@@ -33,9 +35,7 @@ DATABASE_STATS: Final[TextClause] = text(
                            sum(n) FILTER (WHERE state = 'invisible') AS invisible,
                            sum(n) FILTER (WHERE state = 'pending') AS pending,
                            sum(n) FILTER (WHERE state = 'running') AS running
-                    FROM (SELECT queue_id, state, n FROM queue_state_counts
-                          UNION ALL
-                          SELECT queue_id, state, delta FROM queue_state_count_deltas) AS counted
+                    FROM ({KEPT_COUNTS_SQL}) AS counted
                     GROUP BY queue_id) c ON c.queue_id = q.id
          LEFT JOIN LATERAL (SELECT min(m.visible_at) AS oldest FROM messages m
                             WHERE m.queue_id = q.id AND m.state = 'pending') p ON true
