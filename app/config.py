@@ -6,6 +6,7 @@ No other module reads the environment: everything else receives a :class:`Settin
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -14,7 +15,11 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.exc import ArgumentError
 
+from app.core.models import DEFAULT_POOL
 from app.database_url import several_hosts_problem
+
+POOL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+"""What a pool may be called (it appears in metrics labels, URLs and logs)."""
 
 MIN_ADMIN_TOKEN_LENGTH = 32
 """The shortest admin token the server accepts: anyone who can reach the server may guess it,
@@ -31,6 +36,11 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """SQLAlchemy URL of the database (``postgresql+psycopg://user:pass@host:5432/db``).
     Unset: the embedded default, a private PostgreSQL cluster in ``data_dir``."""
+
+    pools: dict[str, str] = Field(default_factory=dict)
+    """More databases to hold namespaces, as JSON: `{"eu": "postgresql+psycopg://…", …}`. Each
+    name is a pool; the database of `SUNDIAL_DATABASE_URL` (or the embedded default) is the
+    catalogue and also the pool `default`. Empty: one database (docs/scaling.md)."""
 
     data_dir: Path = Path(".sundial")
     """Where the embedded default keeps its PostgreSQL cluster and generated admin token."""
@@ -166,6 +176,28 @@ class Settings(BaseSettings):
                 raise ValueError(f"not a database URL: {error}") from None
             if problem is not None:
                 raise ValueError(problem)
+        return value
+
+    @field_validator("pools")
+    @classmethod
+    def _pools_are_named_databases(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, url in value.items():
+            if not POOL_NAME.fullmatch(name):
+                raise ValueError(
+                    f"pool name {name!r}: 1-63 lowercase letters, digits, '_' or '-',"
+                    " starting with a letter or digit"
+                )
+            if name == DEFAULT_POOL:
+                raise ValueError(
+                    f"pool {DEFAULT_POOL!r} is the catalogue's database (SUNDIAL_DATABASE_URL);"
+                    " name the other pools otherwise"
+                )
+            try:
+                problem = several_hosts_problem(url)
+            except ArgumentError as error:
+                raise ValueError(f"pool {name!r}: not a database URL: {error}") from None
+            if problem is not None:
+                raise ValueError(f"pool {name!r}: {problem}")
         return value
 
     @field_validator("admin_token")

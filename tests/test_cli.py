@@ -346,6 +346,34 @@ def test_db_upgrade_of_an_empty_database(
     assert ok(cli("namespace", "list")) == []
 
 
+def test_db_upgrade_migrates_and_registers_every_pool(
+    cli_on: Callable[[str], Invoke],
+    empty_database: str,
+    postgres: TestDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    alembic_to_runner: None,
+) -> None:
+    pool_b = postgres.url(postgres.create(template=None))
+    monkeypatch.setenv("SUNDIAL_POOLS", json.dumps({"b": pool_b}))
+    cli = cli_on(empty_database)
+    upgraded = cli("db", "upgrade")
+    assert upgraded.exit_code == 0, upgraded.output
+    current = cli("db", "current").stdout
+    head = migrate.head_revision()
+    assert current.count(f"Rev: {head} (head)") == 2
+    assert "pool default:" in current
+    assert "pool b:" in current
+    made = ok(cli("namespace", "create", "far", "--pool", "b"))
+    assert made["pool"] == "b"
+    assert [n["pool"] for n in ok(cli("namespace", "list"))] == ["b"]
+    # The same database under a second name is refused, saying why.
+    monkeypatch.setenv("SUNDIAL_POOLS", json.dumps({"b": pool_b, "c": pool_b}))
+    get_settings.cache_clear()
+    refused = cli("db", "upgrade")
+    assert refused.exit_code != 0
+    assert "registered as pool 'b'" in refused.output
+
+
 def test_db_check_fails_when_the_schema_drifted(
     cli: Invoke, postgres: TestDatabase, database_url: str, alembic_to_runner: None
 ) -> None:

@@ -37,7 +37,7 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> Princi
     guessable = not is_namespace_token(secret)
     if guessable:
         await throttle.check(connection)  # an address that failed too often: 429, token unread
-    principal = await service(connection).authenticate(secret)
+    principal = await service(connection).authenticate(secret, connection.path_params.get("ns"))
     if principal is None:
         if guessable:
             await throttle.count_failure(connection)
@@ -84,7 +84,7 @@ async def authorize(connection: ASGIConnection[Any, Any, Any, Any], *, again: bo
     """
     namespace: str = connection.path_params["ns"]
     if again:
-        found = await service(connection).authenticate(bearer_token(connection))
+        found = await service(connection).authenticate(bearer_token(connection), namespace)
         if found is None:
             raise UnauthorizedError("unknown, expired or revoked token")
         principal = found

@@ -27,7 +27,7 @@ async def enqueue(rt: Runtime, ns: str, queue: str, body: bytes) -> EnqueueOut:
 async def dequeue(rt: Runtime, ns: str, queue: str, body: bytes, receive: Receive) -> DequeueOut:
     """``POST …/dequeue`` (``receive``: to notice a long-polling client that goes away)."""
     request = decode(body, Dequeue)
-    leased = await longpoll.dequeue(rt.service, rt.waiters, ns, queue, request, receive)
+    leased = await longpoll.dequeue(rt.service, rt.waiters_of, ns, queue, request, receive)
     return DequeueOut.of(leased)
 
 
@@ -41,7 +41,7 @@ async def ack(rt: Runtime, ns: str, queue: str, body: bytes, receive: Receive) -
     longpoll.check_wait(then, "dequeue.wait_seconds")
     results, leased = await rt.service.ack_and_dequeue(ns, queue, complete, fail, then.next_lease())
     if not leased and then.wait_seconds:
-        leased = await longpoll.dequeue(rt.service, rt.waiters, ns, queue, then, receive)
+        leased = await longpoll.dequeue(rt.service, rt.waiters_of, ns, queue, then, receive)
     return AckOut.of(results, leased)
 
 

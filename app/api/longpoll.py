@@ -21,12 +21,13 @@ woken waiter that finds nothing parks again.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from litestar.types import Receive
 
 from app.api.schemas.consuming import Dequeue
 from app.core import validation
-from app.core.models import LeasedMessage
+from app.core.models import LeasedMessage, Queue
 from app.core.service import QueueService
 from app.core.service.consuming import DequeuePlan
 from app.web.waiters import Waiter, WaiterRegistry
@@ -62,7 +63,7 @@ async def _until_next_look(
 
 async def dequeue(
     service: QueueService,
-    registry: WaiterRegistry,
+    waiters_of: Callable[[Queue], WaiterRegistry],
     namespace: str,
     queue_name: str,
     request: Dequeue,
@@ -72,7 +73,7 @@ async def dequeue(
 
     Args:
         service: the queue service.
-        registry: this process's waiters.
+        waiters_of: this process's waiters on the pool of a queue.
         namespace: the queue's namespace.
         queue_name: the queue's name.
         request: the dequeue body.
@@ -87,6 +88,7 @@ async def dequeue(
     plan = await service.plan_dequeue(
         namespace, queue_name, count=count, lease_seconds=lease, metadata=metadata
     )
+    registry = waiters_of(plan.queue)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     watcher: asyncio.Task[None] | None = None

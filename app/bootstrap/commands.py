@@ -125,24 +125,32 @@ def db() -> None:
 @db.command()
 @click.argument("revision", default="head")
 def upgrade(revision: str) -> None:
-    """Apply migrations up to REVISION (default: head)."""
-    with database.open_database(get_settings(), migrate_schema=False) as url:
-        migrate.upgrade(url, revision)
+    """Apply migrations up to REVISION (default: head) to every pool's database, and register
+    each pool (at the head)."""
+    settings = get_settings()
+    with database.open_database(settings, migrate_schema=False) as url:
+        database.upgrade_pools(settings, url, revision)
 
 
 @db.command()
 @click.argument("revision")
 def downgrade(revision: str) -> None:
-    """Revert migrations down to REVISION (`base` removes the schema)."""
-    with database.open_database(get_settings(), migrate_schema=False) as url:
-        migrate.downgrade(url, revision)
+    """Revert migrations down to REVISION (`base` removes the schema), on every pool's
+    database."""
+    settings = get_settings()
+    with database.open_database(settings, migrate_schema=False) as url:
+        for pool_url in database.pool_urls(settings, url).values():
+            migrate.downgrade(pool_url, revision)
 
 
 @db.command()
 def current() -> None:
-    """Show the database's current revision."""
-    with database.open_database(get_settings(), migrate_schema=False) as url:
-        migrate.current(url)
+    """Show each pool's current revision."""
+    settings = get_settings()
+    with database.open_database(settings, migrate_schema=False) as url:
+        for name, pool_url in database.pool_urls(settings, url).items():
+            click.echo(f"pool {name}:")
+            migrate.current(pool_url)
 
 
 @db.command()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import click
@@ -19,10 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import Settings
 from app.core.insights import QueueInsights
+from app.core.models import DEFAULT_POOL
 from app.core.service import QueueService
 from app.core.validation import Limits
 from app.database_url import connection_defaults, psycopg_dsn
-from app.store import migrate
+from app.store import migrate, pool_registry
 
 # What the scheduler does to the database (app/scheduler), and what the metrics read
 # (app/observability/database.py): handed out as the store writes them.
@@ -31,6 +32,7 @@ from app.store.connections import prepare_for_failover
 from app.store.insights import PostgresInsights
 from app.store.notifications import ListenerRegistrations, NotificationListener
 from app.store.postgres import PostgresStore
+from app.store.routing import PooledStore
 from app.store.sessions import DashboardSessions
 from app.store.stats import read_database_stats as read_database_stats
 from app.store.stats import read_live_queue_ids as read_live_queue_ids
@@ -77,14 +79,41 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
     return engine
 
 
-def build_service(engine: AsyncEngine, settings: Settings) -> QueueService:
-    """The queue service over PostgreSQL, with the configured limits and admin token."""
+def pool_urls(settings: Settings, catalogue_url: str) -> dict[str, str]:
+    """Every pool's database URL by name: ``default`` (the catalogue's) first, then
+    ``SUNDIAL_POOLS`` (docs/scaling.md)."""
+    return {DEFAULT_POOL: catalogue_url, **settings.pools}
+
+
+def build_service(engines: Mapping[str, AsyncEngine], settings: Settings) -> QueueService:
+    """The queue service over PostgreSQL, one store per pool (``engines`` by pool name,
+    ``default`` the catalogue's), with the configured limits and admin token."""
     admin = settings.admin_token.get_secret_value() if settings.admin_token else None
+    stores = {
+        name: PostgresStore(engine, settings.lookup_cache_seconds, pool=name)
+        for name, engine in engines.items()
+    }
     return QueueService(
-        PostgresStore(engine, settings.lookup_cache_seconds),
+        PooledStore(stores),
         limits=Limits(max_payload_bytes=settings.max_payload_bytes),
         admin_token=admin,
     )
+
+
+@contextlib.asynccontextmanager
+async def pooled_service(
+    settings: Settings, catalogue_url: str, pool_size: int
+) -> AsyncIterator[QueueService]:
+    """The queue service over every pool, for one command (its engines disposed after)."""
+    engines = {
+        name: create_engine(url, pool_size)
+        for name, url in pool_urls(settings, catalogue_url).items()
+    }
+    try:
+        yield build_service(engines, settings)
+    finally:
+        for engine in engines.values():
+            await engine.dispose()
 
 
 def build_insights(engine: AsyncEngine, service: QueueService) -> QueueInsights:
@@ -157,8 +186,26 @@ def open_database(
                 migrate.wait_until_reachable(url, settings.startup_timeout_seconds)
             except migrate.DatabaseUnreachable as error:
                 raise click.ClickException(str(error)) from error
-            migrate.upgrade(url)
+            upgrade_pools(settings, url)
         yield url
+
+
+def upgrade_pools(settings: Settings, catalogue_url: str, revision: str = "head") -> None:
+    """Migrate every pool's database to ``revision`` (the catalogue's first); at the head,
+    register each as its pool (docs/scaling.md), or check that it still is.
+
+    Raises:
+        click.ClickException: a pool cannot be reached, or its database is not that pool.
+    """
+    for name, url in pool_urls(settings, catalogue_url).items():
+        try:
+            if name != DEFAULT_POOL:
+                migrate.wait_until_reachable(url, settings.startup_timeout_seconds)
+            migrate.upgrade(url, revision)
+            if revision == "head":
+                pool_registry.register(catalogue_url, name, url)
+        except (migrate.DatabaseUnreachable, pool_registry.PoolMisconfigured) as error:
+            raise click.ClickException(f"pool {name!r}: {error}") from error
 
 
 @contextlib.contextmanager

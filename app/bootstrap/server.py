@@ -26,6 +26,7 @@ from app.api.openapi import config as openapi_config
 from app.api.routes import ROUTERS
 from app.bootstrap import database
 from app.config import Settings, get_settings
+from app.core.models import DEFAULT_POOL
 from app.dashboard import DashboardPlugin
 from app.observability import endpoint as metrics_endpoint
 from app.observability.http import http_metrics
@@ -33,7 +34,7 @@ from app.observability.server import ServerMetrics
 from app.scheduler import Scheduler
 from app.web.errors import EXCEPTION_HANDLERS
 from app.web.ratelimit import RateLimiter
-from app.web.runtime import Runtime
+from app.web.runtime import Pool, Runtime
 from app.web.throttle import AuthThrottlePlugin
 from app.web.waiters import WaiterRegistry
 
@@ -45,42 +46,48 @@ def _lifespan(
 ) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        own_engine = engine is None
         if engine is not None:
-            db = engine
+            catalogue = engine
         elif settings.database_url is not None:
-            db = database.create_engine(settings.database_url, settings.pool_size)
+            catalogue = database.create_engine(settings.database_url, settings.pool_size)
         else:
             raise RuntimeError(
                 "no database configured: set SUNDIAL_DATABASE_URL"
                 " (sundial serve starts the embedded database before the app)"
             )
-        waiters = WaiterRegistry()
-        listener = database.notification_listener(db, waiters)
-        scheduler = (
-            Scheduler(db, settings, work=database.scheduling)
+        engines = {DEFAULT_POOL: catalogue} | {
+            name: database.create_engine(url, settings.pool_size)
+            for name, url in settings.pools.items()
+        }
+        pools = {name: _pool(name, db) for name, db in engines.items()}
+        schedulers = (
+            [Scheduler(db, settings, work=database.scheduling) for db in engines.values()]
             if settings.scheduler_enabled
-            else None
+            else []
         )
-        service = database.build_service(db, settings)
+        service = database.build_service(engines, settings)
         metrics_token = settings.metrics_token
         metrics = app.state.metrics = ServerMetrics(
-            db, waiters, scheduler, metrics_token.get_secret_value() if metrics_token else None
+            catalogue,
+            pools[DEFAULT_POOL].waiters,
+            schedulers[0] if schedulers else None,
+            metrics_token.get_secret_value() if metrics_token else None,
         )
         service.observer = metrics.observer
         app.state.runtime = Runtime(
-            engine=db,
             service=service,
-            waiters=waiters,
-            listener=listener,
-            schema_revision=lambda: database.read_schema_revision(db),
+            pools=pools,
             head_revision=database.head_revision(),
             rate_limiter=RateLimiter(settings.rate_limit) if settings.rate_limit else None,
         )
-        sweeper = asyncio.create_task(waiters.run_sweeper(), name="sundial-waiter-sweeper")
+        sweepers = [
+            asyncio.create_task(pool.waiters.run_sweeper(), name=f"sundial-sweeper-{pool.name}")
+            for pool in pools.values()
+        ]
         try:
-            await listener.start()
-            if scheduler is not None:
+            for pool in pools.values():
+                await pool.listener.start()
+            for scheduler in schedulers:
                 await scheduler.start()
             await metrics.start()
             # Everything built so far lives as long as the process: keep it out of the cyclic
@@ -90,15 +97,32 @@ def _lifespan(
             yield
         finally:
             await metrics.stop()
-            sweeper.cancel()
-            waiters.close()
-            if scheduler is not None:
+            for sweeper in sweepers:
+                sweeper.cancel()
+            for pool in pools.values():
+                pool.waiters.close()
+            for scheduler in schedulers:
                 await scheduler.stop()
-            await listener.stop()
-            if own_engine:
-                await db.dispose()
+            for pool in pools.values():
+                await pool.listener.stop()
+            for db in engines.values():
+                if db is not engine:
+                    await db.dispose()
 
     return lifespan
+
+
+def _pool(name: str, engine: AsyncEngine) -> Pool:
+    """A pool's share of the process: its waiters and the LISTEN connection that wakes them."""
+    waiters = WaiterRegistry()
+    listener = database.notification_listener(engine, waiters)
+    return Pool(
+        name=name,
+        engine=engine,
+        waiters=waiters,
+        listener=listener,
+        schema_revision=lambda: database.read_schema_revision(engine),
+    )
 
 
 def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Litestar:

@@ -30,11 +30,8 @@ def _run(work: Callable[[QueueService], Awaitable[T]]) -> T:
     settings = get_settings()
 
     async def call(url: str) -> T:
-        engine = database.create_engine(url, pool_size=2)
-        try:
-            return await work(database.build_service(engine, settings))
-        finally:
-            await engine.dispose()
+        async with database.pooled_service(settings, url, pool_size=2) as service:
+            return await work(service)
 
     # An embedded database is this command's own: bring it to the newest schema on first use.
     with database.open_database(settings, migrate_schema=settings.database_url is None) as url:
@@ -68,9 +65,10 @@ def namespace() -> None:
 @namespace.command("create")
 @click.argument("name")
 @click.option("--description", default="")
-def namespace_create(name: str, description: str) -> None:
+@click.option("--pool", help="The pool to hold it (default: the one with fewest waiting messages).")
+def namespace_create(name: str, description: str, pool: str | None) -> None:
     """Create namespace NAME."""
-    _print(_run(lambda s: s.create_namespace(name, description)))
+    _print(_run(lambda s: s.create_namespace(name, description, pool)))
 
 
 @namespace.command("list")

@@ -35,6 +35,9 @@ class QueueConfig:
 
 # Fields that PATCH may change; kind, exclusive_key and filter_key are fixed at creation (the
 # stored messages' exclusive and filter values were extracted with them).
+DEFAULT_POOL = "default"
+"""The pool that is the catalogue's own database: the only one of a single-database install."""
+
 MUTABLE_QUEUE_FIELDS = frozenset(
     {
         "lease_seconds",
@@ -63,6 +66,8 @@ class Queue:
     catalogue_version: int | None = field(default=None, compare=False)
     """The catalogue version this was read at (:mod:`app.core.catalogue`): a statement for this
     queue applies nothing if the catalogue has changed since. ``None``: not checked."""
+    pool: str = field(default=DEFAULT_POOL, compare=False)
+    """The pool (database) the queue was read from (docs/scaling.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +209,8 @@ class Namespace:
     name: str
     description: str
     created_at: datetime
+    pool: str = DEFAULT_POOL
+    """The pool (database) that holds the namespace's tokens, queues and messages."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from app.core import catalogue
-from app.core.errors import ConflictError, NotFoundError
+from app.core.errors import ConflictError, NotFoundError, ValidationError
 from app.core.models import Namespace, Queue, QueueConfig, Token
 from app.core.states import State
 from app.store.errors import retry_transient
 from app.store.paths import StorePaths
 from app.store.rows import queue_from_row
 from app.store.sql import catalogue as catalogue_sql
+from app.store.sql import pools as pools_sql
 from app.store.sql import reads, transitions
 from app.store.sql.listeners import NOTIFY_CHANNEL
 from app.store.tables import namespaces, queues, tokens
@@ -30,8 +31,13 @@ class AdminStore(StorePaths):
 
     # --- namespaces and tokens ------------------------------------------------------------------
 
-    async def create_namespace(self, name: str, description: str) -> Namespace:
-        """Insert a namespace; ConflictError when it exists."""
+    async def create_namespace(
+        self, name: str, description: str, pool: str | None = None
+    ) -> Namespace:
+        """Insert a namespace; ConflictError when it exists, ValidationError when ``pool`` is
+        another pool's name."""
+        if pool is not None and pool != self.pool:
+            raise ValidationError("pool", f"unknown pool {pool!r}; this database is {self.pool!r}")
         stmt = (
             sa.dialects.postgresql.insert(namespaces)
             .values(name=name, description=description)
@@ -42,13 +48,19 @@ class AdminStore(StorePaths):
             row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise ConflictError(f"namespace {name!r} already exists", namespace=name)
-        return Namespace(**row)
+        return Namespace(**row, pool=self.pool)
+
+    async def waiting_messages(self) -> int:
+        """Messages waiting in this database (pending or delayed), from the kept counts: how
+        loaded the pool is, when a namespace is placed (docs/scaling.md)."""
+        async with self._transaction() as conn:
+            return int((await conn.execute(pools_sql.POOL_WAITING_MESSAGES)).scalar_one())
 
     async def list_namespaces(self) -> list[Namespace]:
         """All namespaces by name."""
         async with self._transaction() as conn:
             rows = await conn.execute(sa.select(namespaces).order_by(namespaces.c.name))
-            return [Namespace(**row) for row in rows.mappings()]
+            return [Namespace(**row, pool=self.pool) for row in rows.mappings()]
 
     async def namespace_exists(self, name: str) -> bool:
         """Whether the namespace exists."""
@@ -112,8 +124,9 @@ class AdminStore(StorePaths):
         finally:
             self.lookups.forget_all()
 
-    async def find_token(self, secret_hash: bytes) -> Token | None:
-        """The unexpired token with this secret hash, if any."""
+    async def find_token(self, secret_hash: bytes, namespace: str | None = None) -> Token | None:
+        """The unexpired token with this secret hash, if any (of any namespace: the caller
+        authorizes it; ``namespace`` only says where a router would look)."""
         view = catalogue.current_view()
         if view is not None and self.lookups.enabled:
             cached = self.lookups.token(secret_hash)
@@ -148,7 +161,7 @@ class AdminStore(StorePaths):
             row = (await conn.execute(catalogue_sql.QUEUE_GET, params)).mappings().first()
         if row is None:
             return None
-        queue = queue_from_row(row)
+        queue = queue_from_row(row, self.pool)
         if view is not None and queue.catalogue_version is not None:
             view.rely_on(queue.catalogue_version, fresh=True)
             self.lookups.remember_queue(queue)
@@ -161,7 +174,7 @@ class AdminStore(StorePaths):
             result = await conn.execute(catalogue_sql.QUEUE_INSERT_IF_NEW, params)
             row = result.mappings().first()
             if row is not None:
-                return queue_from_row(row)
+                return queue_from_row(row, self.pool)
             exists = await conn.execute(
                 sa.select(sa.literal(1)).where(namespaces.c.name == namespace)
             )
@@ -170,7 +183,7 @@ class AdminStore(StorePaths):
             return None
 
     async def update_queue(
-        self, queue_id: int, changes: Mapping[str, Any], *, wake: bool = False
+        self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False
     ) -> Queue:
         """Apply validated changes to a queue's mutable settings; ``wake``: also tell its
         long-polling consumers to look again (it was just resumed), in the same statement, so
@@ -181,7 +194,7 @@ class AdminStore(StorePaths):
             returned.append(sa.func.pg_notify(NOTIFY_CHANNEL, sa.cast(queues.c.id, sa.Text)))
         stmt = (
             sa.update(queues)
-            .where(queues.c.id == queue_id)
+            .where(queues.c.id == queue.id)
             .values(**changes, updated_at=sa.func.now())
             .returning(*returned)
         )
@@ -189,7 +202,7 @@ class AdminStore(StorePaths):
             row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise NotFoundError("queue does not exist")
-        return queue_from_row(row)
+        return queue_from_row(row, self.pool)
 
     async def delete_queue(self, namespace: str, name: str) -> bool:
         """Delete a queue and its messages."""
@@ -203,29 +216,29 @@ class AdminStore(StorePaths):
         """A namespace's queues by name."""
         stmt = sa.select(queues).where(queues.c.namespace == namespace).order_by(queues.c.name)
         async with self._transaction() as conn:
-            return [queue_from_row(row) for row in (await conn.execute(stmt)).mappings()]
+            return [queue_from_row(row, self.pool) for row in (await conn.execute(stmt)).mappings()]
 
-    async def queue_counts(self, queue_ids: Sequence[int]) -> dict[int, dict[State, int]]:
-        """Messages per state for each queue (states with no message are absent)."""
-        counts: dict[int, dict[State, int]] = {queue_id: {} for queue_id in queue_ids}
+    async def queue_counts(self, of: Sequence[Queue]) -> dict[int, dict[State, int]]:
+        """Messages per state for each queue, by queue id (states with no message are absent)."""
+        counts: dict[int, dict[State, int]] = {queue.id: {} for queue in of}
         async with self._transaction() as conn:
-            params = {"queue_ids": list(queue_ids)}
+            params = {"queue_ids": list(counts)}
             rows = await conn.execute(reads.MESSAGES_COUNT_BY_STATE, params)
             for row in rows.mappings():
                 counts[row["queue_id"]][State(row["state"])] = row["n"]
         return counts
 
-    async def oldest_pending_age(self, queue_id: int) -> float | None:
+    async def oldest_pending_age(self, queue: Queue) -> float | None:
         """Seconds the longest-waiting pending message has been visible, or None."""
         async with self._transaction() as conn:
-            params = {"queue_id": queue_id}
+            params = {"queue_id": queue.id}
             age = (await conn.execute(reads.MESSAGES_OLDEST_PENDING_AGE, params)).scalar()
         return float(age) if age is not None else None
 
     @retry_transient
-    async def purge(self, queue_id: int, states: Sequence[State]) -> int:
+    async def purge(self, queue: Queue, states: Sequence[State]) -> int:
         """Delete a queue's messages in the given states."""
         async with self._transaction() as conn:
-            params = {"queue_id": queue_id, "states": [str(s) for s in states]}
+            params = {"queue_id": queue.id, "states": [str(s) for s in states]}
             result = await conn.execute(transitions.MESSAGES_PURGE_IN_STATES, params)
             return result.rowcount

@@ -28,6 +28,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from app.core import catalogue
 from app.core.errors import CatalogueChangedError
+from app.core.models import DEFAULT_POOL
 from app.store import renewal
 from app.store.connections import reaches_a_standby, replication_watch
 from app.store.errors import is_catalogue_refusal, raise_translated, refuse_unreplicated
@@ -63,8 +64,12 @@ async def _return_to_pool(
 class StorePaths:
     """The engine, the lookups a process has read, and the two paths to the database."""
 
-    def __init__(self, engine: AsyncEngine, lookup_cache_seconds: float = 0.0) -> None:
+    def __init__(
+        self, engine: AsyncEngine, lookup_cache_seconds: float = 0.0, pool: str = DEFAULT_POOL
+    ) -> None:
         self.engine = engine
+        self.pool = pool
+        """The pool this database is (docs/scaling.md): what its queues and namespaces say."""
         self.lookups = LookupCache(lookup_cache_seconds)
         """Tokens and queues recently read (see :mod:`app.store.lookups`)."""
         # Every store call is one self-contained statement (the second statement of enqueue is

@@ -10,12 +10,13 @@ from typing import Any
 from sqlalchemy import RowMapping
 
 from app.core import catalogue
-from app.core.models import Message, Queue, QueueConfig
+from app.core.models import DEFAULT_POOL, Message, Queue, QueueConfig
 from app.core.states import State
 
 
-def queue_from_row(row: RowMapping) -> Queue:
-    """A queue from a ``queues`` row (with ``catalogue_version`` when the statement read it)."""
+def queue_from_row(row: RowMapping, pool: str = DEFAULT_POOL) -> Queue:
+    """A queue from a ``queues`` row of ``pool`` (with ``catalogue_version`` when the statement
+    read it)."""
     return Queue(
         id=row["id"],
         namespace=row["namespace"],
@@ -36,6 +37,7 @@ def queue_from_row(row: RowMapping) -> Queue:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         catalogue_version=row.get("catalogue_version"),
+        pool=pool,
     )
 
 

@@ -339,3 +339,36 @@ queue_state_count_deltas = sa.Table(
     sa.Column("state", message_state, nullable=False),
     sa.Column("delta", sa.BigInteger, nullable=False),
 )
+
+# Pools (migration 0011, docs/scaling.md). Read in the catalogue database: the pool that holds
+# each namespace, and the pools registered so far with the number that gives each its range of
+# queue ids. Written in every pool at registration: which pool the database is.
+namespace_pools = sa.Table(
+    "namespace_pools",
+    metadata,
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("pool", sa.Text, nullable=False),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+pools = sa.Table(
+    "pools",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("number", sa.Integer, sa.CheckConstraint("number >= 0"), nullable=False, unique=True),
+    sa.Column(
+        "registered_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+pool_identity = sa.Table(
+    "pool_identity",
+    metadata,
+    sa.Column(
+        "one", sa.Boolean, sa.CheckConstraint("one"), primary_key=True, server_default=sa.true()
+    ),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("number", sa.Integer, sa.CheckConstraint("number >= 0"), nullable=False),
+)

@@ -5,8 +5,8 @@ endpoint) through the connection's app state.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
 from litestar import Request
@@ -14,6 +14,7 @@ from litestar.connection import ASGIConnection
 from litestar.params import FromPath
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.models import DEFAULT_POOL, Queue
 from app.core.service import QueueService
 from app.web.ratelimit import RateLimiter
 from app.web.waiters import WaiterRegistry
@@ -27,19 +28,61 @@ class Listener(Protocol):
         """Whether notifications are arriving (else the waiters' fallback timer covers)."""
         ...
 
+    async def start(self) -> None:
+        """Start listening (in the background)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        ...
+
+
+@dataclass(slots=True)
+class Pool:
+    """One pool (database) as the server process holds it (docs/scaling.md)."""
+
+    name: str
+    engine: AsyncEngine
+    waiters: WaiterRegistry
+    """The long polls parked on the pool's queues, woken by its listener."""
+    listener: Listener
+    schema_revision: Callable[[], Awaitable[str | None]]
+    """The pool's schema revision, read now (for readiness)."""
+
 
 @dataclass(slots=True)
 class Runtime:
     """The server process's shared objects."""
 
-    engine: AsyncEngine
     service: QueueService
-    waiters: WaiterRegistry
-    listener: Listener
-    schema_revision: Callable[[], Awaitable[str | None]]
-    """The database's schema revision, read now (for readiness)."""
+    pools: Mapping[str, Pool]
+    """Every pool by name; ``default`` is the catalogue's database."""
     head_revision: str | None
     rate_limiter: RateLimiter | None = None
+    catalogue: Pool = field(init=False)
+    """The pool ``default``: the catalogue's database."""
+
+    def __post_init__(self) -> None:
+        self.catalogue = self.pools[DEFAULT_POOL]
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The catalogue's engine."""
+        return self.catalogue.engine
+
+    @property
+    def waiters(self) -> WaiterRegistry:
+        """The catalogue pool's waiters (the only ones of a single-database install)."""
+        return self.catalogue.waiters
+
+    @property
+    def listener(self) -> Listener:
+        """The catalogue pool's LISTEN connection."""
+        return self.catalogue.listener
+
+    def waiters_of(self, queue: Queue) -> WaiterRegistry:
+        """The waiters of the pool ``queue`` was read from."""
+        return self.pools[queue.pool].waiters
 
 
 def runtime(connection: ASGIConnection[Any, Any, Any, Any]) -> Runtime:

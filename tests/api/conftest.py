@@ -154,9 +154,10 @@ def admin(client: httpx.AsyncClient, app: Litestar) -> Caller:
     return Caller(client, app, ADMIN_TOKEN)
 
 
-async def namespace_caller(admin: Caller, name: str) -> Caller:
-    """Create namespace ``name`` and a caller with a fresh token of it."""
-    response = await admin.post("/v1/namespaces", json={"name": name})
+async def namespace_caller(admin: Caller, name: str, pool: str | None = None) -> Caller:
+    """Create namespace ``name`` (on ``pool``) and a caller with a fresh token of it."""
+    body = {"name": name} if pool is None else {"name": name, "pool": pool}
+    response = await admin.post("/v1/namespaces", json=body)
     assert response.status_code == 201, response.text
     response = await admin.post(f"/v1/namespaces/{name}/tokens", json={"label": "test"})
     assert response.status_code == 201, response.text

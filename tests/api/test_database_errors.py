@@ -72,7 +72,7 @@ async def test_the_sqlalchemy_path_maps_the_same(service: QueueService) -> None:
     await _waiting_message(service)
     queue = await service.get_queue_or_404("ns", "q")
     with pytest.raises(ValidationError) as info:
-        await service.store.update_queue(queue.id, {"lease_seconds": 2**31})
+        await service.store.update_queue(queue, {"lease_seconds": 2**31})
     assert info.value.message == "request: a number is outside the range the database stores"
     service.store.lookups.forget_all()
     assert (await service.get_queue_or_404("ns", "q")).config == queue.config

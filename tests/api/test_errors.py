@@ -227,7 +227,12 @@ async def test_health_and_readiness(anonymous: Caller, monkeypatch: pytest.Monke
     assert (response.status_code, response.json()) == (200, {"status": "ok"})
     response = await anonymous.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "revision": migrate.head_revision()}
+    head = migrate.head_revision()
+    assert response.json() == {
+        "status": "ready",
+        "revision": head,
+        "pools": {"default": {"status": "ready", "revision": head}},
+    }
     monkeypatch.setattr(anonymous.runtime, "head_revision", "f00")
     error = assert_error(await anonymous.get("/readyz"), 503, "unavailable")
     assert error["details"]["head"] == "f00"

@@ -169,7 +169,7 @@ async def test_client_that_left_gets_nothing_leased(alpha: Caller, queue: str) -
 
     waiting = asyncio.create_task(
         longpoll.dequeue(
-            runtime.service, runtime.waiters, "alpha", "q", Dequeue(wait_seconds=10), receive
+            runtime.service, runtime.waiters_of, "alpha", "q", Dequeue(wait_seconds=10), receive
         )
     )
     await asyncio.wait_for(runtime.waiters.wait_for_waiting(qid, 1), TIMEOUT)
@@ -184,14 +184,17 @@ async def test_shutdown_releases_waiters(alpha: Caller, queue: str) -> None:
     registry = WaiterRegistry(fallback_seconds=60)
     qid = await queue_id(alpha)
     waiting = asyncio.create_task(
-        longpoll.dequeue(service, registry, "alpha", "q", Dequeue(wait_seconds=10))
+        longpoll.dequeue(service, lambda _: registry, "alpha", "q", Dequeue(wait_seconds=10))
     )
     await asyncio.wait_for(registry.wait_for_waiting(qid, 1), TIMEOUT)
     registry.close()
     assert await asyncio.wait_for(waiting, TIMEOUT) == []
     # after close, a new long poll answers at once
     started = asyncio.get_running_loop().time()
-    assert await longpoll.dequeue(service, registry, "alpha", "q", Dequeue(wait_seconds=10)) == []
+    assert (
+        await longpoll.dequeue(service, lambda _: registry, "alpha", "q", Dequeue(wait_seconds=10))
+        == []
+    )
     assert asyncio.get_running_loop().time() - started < 1.0
 
 

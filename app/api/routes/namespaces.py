@@ -21,9 +21,11 @@ _AUTH = (401, 403, 429)
     responses=error_specs(400, *_AUTH, 409, 413),
 )
 async def create_namespace(request: AnyRequest) -> NamespaceOut:
-    """Create a namespace (409 `conflict` if it exists)."""
+    """Create a namespace, on the named pool or the least loaded one (409 `conflict` if it
+    exists)."""
     body = await read(request, NamespaceCreate)
-    return NamespaceOut.of(await service(request).create_namespace(body.name, body.description))
+    created = await service(request).create_namespace(body.name, body.description, body.pool)
+    return NamespaceOut.of(created)
 
 
 @get("/", responses=error_specs(*_AUTH))

@@ -13,8 +13,18 @@ class Health(Out):
     status: Literal["ok"] = "ok"
 
 
+class PoolReady(Out):
+    """One pool in ``GET /readyz``: ``ready`` (answers, schema at the head) or ``unavailable``
+    (does not answer: only its namespaces answer 503)."""
+
+    status: Literal["ready", "unavailable"]
+    revision: str | None
+
+
 class Ready(Out):
-    """``GET /readyz``: the database answers and its schema is at ``revision`` (the head)."""
+    """``GET /readyz``: the catalogue's database answers and its schema is at ``revision`` (the
+    head), and so is every pool's that answers; ``pools`` says how each pool is."""
 
     status: Literal["ready"]
     revision: str | None
+    pools: dict[str, PoolReady]

@@ -13,6 +13,8 @@ class NamespaceCreate(In):
 
     name: str
     description: str = ""
+    pool: str | None = None
+    """The pool to hold it (docs/scaling.md); unset: the pool with the fewest waiting messages."""
 
 
 class NamespaceOut(Out):
@@ -21,11 +23,13 @@ class NamespaceOut(Out):
     name: str
     description: str
     created_at: datetime
+    pool: str
+    """The pool (database) that holds its tokens, queues and messages."""
 
     @classmethod
     def of(cls, namespace: Namespace) -> NamespaceOut:
         """From the core model."""
-        return cls(namespace.name, namespace.description, namespace.created_at)
+        return cls(namespace.name, namespace.description, namespace.created_at, namespace.pool)
 
 
 class NamespaceList(Out):

@@ -12,11 +12,16 @@ from app.core.service.identifiers import could_exist
 class Namespaces(ServiceBase):
     """The operations on namespaces (the admin plane)."""
 
-    async def create_namespace(self, name: str, description: str = "") -> Namespace:
-        """Create a namespace (ConflictError when it exists)."""
+    async def create_namespace(
+        self, name: str, description: str = "", pool: str | None = None
+    ) -> Namespace:
+        """Create a namespace on ``pool``, or on the least loaded pool (ConflictError when it
+        exists; ValidationError naming ``pool`` when no such pool is configured)."""
         validation.name("name", name)
         validation.text("description", description)
-        return await self.store.create_namespace(name, description)
+        if pool is not None:
+            validation.name("pool", pool)
+        return await self.store.create_namespace(name, description, pool)
 
     async def list_namespaces(self) -> list[Namespace]:
         """Every namespace."""

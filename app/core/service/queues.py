@@ -62,7 +62,7 @@ class Queues(ServiceBase):
             if getattr(config, key) != getattr(existing.config, key)
         }
         resumed = fixed.dequeue_paused and not config.dequeue_paused
-        return await self.store.update_queue(existing.id, changes, wake=resumed), False
+        return await self.store.update_queue(existing, changes, wake=resumed), False
 
     @again_if_catalogue_changed
     async def update_queue(self, namespace: str, name: str, changes: Mapping[str, Any]) -> Queue:
@@ -74,7 +74,7 @@ class Queues(ServiceBase):
         if not checked:
             return queue
         resumed = queue.config.dequeue_paused and not merged.dequeue_paused
-        return await self.store.update_queue(queue.id, checked, wake=resumed)
+        return await self.store.update_queue(queue, checked, wake=resumed)
 
     @again_if_catalogue_changed
     async def delete_queue(self, namespace: str, name: str) -> None:
@@ -91,15 +91,15 @@ class Queues(ServiceBase):
         """A namespace's queues with their message counts per state."""
         await self._require_namespace(namespace)
         queues = await self.store.list_queues(namespace)
-        counts = await self.store.queue_counts([q.id for q in queues])
+        counts = await self.store.queue_counts(queues)
         return [(q, counts[q.id]) for q in queues]
 
     @again_if_catalogue_changed
     async def queue_detail(self, namespace: str, name: str) -> QueueDetail:
         """A queue's configuration, counts per state and oldest pending age."""
         queue = await self.get_queue_or_404(namespace, name)
-        counts = (await self.store.queue_counts([queue.id]))[queue.id]
-        age = await self.store.oldest_pending_age(queue.id)
+        counts = (await self.store.queue_counts([queue]))[queue.id]
+        age = await self.store.oldest_pending_age(queue)
         return QueueDetail(queue, QueueStats(counts, age))
 
     @again_if_catalogue_changed
@@ -109,4 +109,4 @@ class Queues(ServiceBase):
         """Delete a queue's messages in ``states`` (all states by default); returns how many."""
         chosen = validation.states("states", states) if states is not None else tuple(State)
         queue = await self.get_queue_or_404(namespace, name)
-        return await self.store.purge(queue.id, chosen)
+        return await self.store.purge(queue, chosen)

@@ -39,13 +39,15 @@ class Tokens(ServiceBase):
 
     _admin_token: str | None
 
-    async def authenticate(self, secret: str) -> Principal | None:
-        """Who presents ``secret``: the admin, a namespace token, or nobody (``None``)."""
+    async def authenticate(self, secret: str, namespace: str | None = None) -> Principal | None:
+        """Who presents ``secret``: the admin, a namespace token, or nobody (``None``).
+        ``namespace``: the one the request is about, where its token is looked for first (each
+        pool keeps its own namespaces' tokens)."""
         if self._admin_token and hmac.compare_digest(secret.encode(), self._admin_token.encode()):
             return Principal(is_admin=True)
         if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
             return None
-        token = await self.store.find_token(hash_secret(secret))
+        token = await self.store.find_token(hash_secret(secret), namespace)
         if token is None:
             return None
         return Principal(is_admin=False, namespace=token.namespace, token_id=token.id)
