@@ -29,7 +29,7 @@ from app.store import migrate, pool_registry
 # (app/observability/database.py): handed out as the store writes them.
 from app.store import scheduling as scheduling
 from app.store.connections import prepare_for_failover
-from app.store.insights import PostgresInsights
+from app.store.insights import PooledInsights, PostgresInsights
 from app.store.notifications import ListenerRegistrations, NotificationListener
 from app.store.postgres import PostgresStore
 from app.store.routing import PooledStore
@@ -116,9 +116,11 @@ async def pooled_service(
             await engine.dispose()
 
 
-def build_insights(engine: AsyncEngine, service: QueueService) -> QueueInsights:
-    """The operator's read side (the dashboard's), over ``service`` and PostgreSQL."""
-    return QueueInsights(service, PostgresInsights(engine))
+def build_insights(engines: Mapping[str, AsyncEngine], service: QueueService) -> QueueInsights:
+    """The operator's read side (the dashboard's), over ``service`` and every pool's database
+    (``engines`` by pool name)."""
+    pools = {name: PostgresInsights(engine) for name, engine in engines.items()}
+    return QueueInsights(service, PooledInsights(pools))
 
 
 def dashboard_sessions(engine: AsyncEngine, idle_seconds: int) -> DashboardSessions:

@@ -154,7 +154,7 @@ class InsightsStore(Protocol):
     async def running_exclusive(
         self, queue: Queue, scan_limit: int, limit: int
     ) -> tuple[list[RunningValue], int]: ...
-    async def oldest_pending_ages(self, queue_ids: Sequence[int]) -> dict[int, float]: ...
+    async def oldest_pending_ages(self, queues: Sequence[Queue]) -> dict[int, float]: ...
     async def delete_messages(
         self, queue: Queue, ids: Sequence[str], states: Sequence[State]
     ) -> list[str]: ...
@@ -178,7 +178,7 @@ class QueueInsights:
         rows: list[tuple[Queue, dict[State, int]]] = []
         for namespace in namespaces:
             rows.extend(await self.service.list_queues(namespace.name))
-        ages = await self.store.oldest_pending_ages([q.id for q, _ in rows])
+        ages = await self.store.oldest_pending_ages([q for q, _ in rows])
         summaries = [QueueSummary(q, counts, ages.get(q.id)) for q, counts in rows]
         throughput = await self._throughput([q for q, _ in rows])
         return Overview(namespaces, summaries, throughput)

@@ -28,7 +28,8 @@ async def start_insights(app: Litestar) -> None:
     """``on_startup``: build the insights over the runtime's engine and service (the runtime
     is made by the app's lifespan, which runs first)."""
     state = app.state.runtime
-    app.state.dashboard_insights = build_insights(state.engine, state.service)
+    engines = {name: pool.engine for name, pool in state.pools.items()}
+    app.state.dashboard_insights = build_insights(engines, state.service)
     app.state.dashboard_overview = Recent[Overview](OVERVIEW_TTL_SECONDS)
 
 

@@ -5,14 +5,15 @@ values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.core.insights import OUTCOMES, MinuteCount, MinuteWait, Outcome, RunningValue
-from app.core.models import Queue
+from app.core.models import DEFAULT_POOL, Queue
 from app.core.states import State
 from app.store.connections import available
 from app.store.sql.insights import (
@@ -22,6 +23,9 @@ from app.store.sql.insights import (
     MESSAGES_THROUGHPUT_PER_MINUTE,
     MESSAGES_WAIT_TIMES_PER_MINUTE,
 )
+
+T = TypeVar("T")
+Call = Coroutine[Any, Any, T]
 
 
 class PostgresInsights:
@@ -95,14 +99,14 @@ class PostgresInsights:
         ]
         return running, rows[0].scanned if rows else 0
 
-    async def oldest_pending_ages(self, queue_ids: Sequence[int]) -> dict[int, float]:
-        """Seconds the longest-waiting pending message of each queue has been visible
-        (queues without pending messages are absent)."""
-        if not queue_ids:
+    async def oldest_pending_ages(self, queues: Sequence[Queue]) -> dict[int, float]:
+        """Seconds the longest-waiting pending message of each queue has been visible, by queue
+        id (queues without pending messages are absent)."""
+        if not queues:
             return {}
         async with self._connect() as conn:
             rows = await conn.execute(
-                MESSAGES_OLDEST_PENDING_AGE_PER_QUEUE, {"queue_ids": list(queue_ids)}
+                MESSAGES_OLDEST_PENDING_AGE_PER_QUEUE, {"queue_ids": [q.id for q in queues]}
             )
             return {row.queue_id: row.age for row in rows if row.age is not None}
 
@@ -113,3 +117,47 @@ class PostgresInsights:
         params = {"queue_id": queue.id, "ids": list(ids), "states": [str(s) for s in states]}
         async with self._connect() as conn:
             return list((await conn.execute(MESSAGES_DELETE_IF_IN_STATES, params)).scalars())
+
+
+class PooledInsights:
+    """Implements :class:`app.core.insights.InsightsStore` over one :class:`PostgresInsights`
+    per pool (docs/scaling.md): a queue's reads go to the pool it was read from; reads over
+    queues of several pools ask each pool for its own and add them up (the minutes of each
+    pool's window are its database's clock, which should agree with the others')."""
+
+    def __init__(self, pools: Mapping[str, PostgresInsights]) -> None:
+        self._pools = dict(pools)
+
+    def _by_pool(self, queues: Sequence[Queue]) -> dict[str, list[Queue]]:
+        grouped: dict[str, list[Queue]] = {}
+        for queue in queues:
+            grouped.setdefault(queue.pool, []).append(queue)
+        return grouped
+
+    async def throughput(
+        self, queues: Sequence[Queue], minutes: int
+    ) -> tuple[datetime, list[MinuteCount]]:
+        (first, theirs), *others = (self._by_pool(queues) or {DEFAULT_POOL: []}).items()
+        start, rows = await self._pools[first].throughput(theirs, minutes)
+        for pool, mine in others:
+            rows.extend((await self._pools[pool].throughput(mine, minutes))[1])
+        return start, rows
+
+    def wait_times(self, queue: Queue, minutes: int) -> Call[tuple[datetime, list[MinuteWait]]]:
+        return self._pools[queue.pool].wait_times(queue, minutes)
+
+    def running_exclusive(
+        self, queue: Queue, scan_limit: int, limit: int
+    ) -> Call[tuple[list[RunningValue], int]]:
+        return self._pools[queue.pool].running_exclusive(queue, scan_limit, limit)
+
+    async def oldest_pending_ages(self, queues: Sequence[Queue]) -> dict[int, float]:
+        ages: dict[int, float] = {}
+        for pool, mine in self._by_pool(queues).items():
+            ages.update(await self._pools[pool].oldest_pending_ages(mine))
+        return ages
+
+    def delete_messages(
+        self, queue: Queue, ids: Sequence[str], states: Sequence[State]
+    ) -> Call[list[str]]:
+        return self._pools[queue.pool].delete_messages(queue, ids, states)

@@ -23,7 +23,7 @@ NOW = WINDOW_MINUTES - 1  # the index of the current minute in a series
 
 @pytest.fixture
 def insights(engine: AsyncEngine, service: QueueService) -> QueueInsights:
-    return build_insights(engine, service)
+    return build_insights({"default": engine}, service)
 
 
 async def enqueue(service: QueueService, ns: str, queue: str, *ids: str, **fields: object) -> None:
