@@ -245,8 +245,12 @@ def reference_table() -> str:
     """The configuration reference as a Markdown table (docs/operations.md embeds it)."""
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     for name, field in Settings.model_fields.items():
-        if field.default_factory is not None:
-            default = "number of cores" if name == "workers" else "computed"
+        if name == "workers":
+            default = "number of cores"
+        elif field.default_factory is dict:
+            default = "—"
+        elif field.default_factory is not None:
+            default = "computed"
         elif field.default is None:
             default = "—"
         else:

@@ -374,6 +374,41 @@ def test_db_upgrade_migrates_and_registers_every_pool(
     assert "registered as pool 'b'" in refused.output
 
 
+def test_pools_list_and_a_move_between_them(
+    cli_on: Callable[[str], Invoke],
+    database_url: str,
+    postgres: TestDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    alembic_to_runner: None,
+) -> None:
+    pool_b = postgres.url(postgres.create())
+    monkeypatch.setenv("SUNDIAL_POOLS", json.dumps({"b": pool_b}))
+    cli = cli_on(database_url)
+    assert cli("db", "upgrade").exit_code == 0
+    ok(cli("namespace", "create", "far", "--pool", "b"))
+    ok(cli("queue", "create", "far/q"))
+    listed = {p["name"]: p for p in ok(cli("pools", "list"))}
+    assert listed["default"] == {
+        "name": "default",
+        "number": 0,
+        "available": True,
+        "namespaces": 0,
+        "waiting": 0,
+    }
+    assert (listed["b"]["number"], listed["b"]["namespaces"]) == (1, 1)
+
+    moved = cli("pools", "move", "far", "--to", "default")
+    report = ok(moved)
+    assert (report["source"], report["target"]) == ("b", "default")
+    for phase in ("copying", "frozen", "draining", "flipped"):
+        assert phase in moved.stderr
+    assert [n["pool"] for n in ok(cli("namespace", "list"))] == ["default"]
+    assert ok(cli("pools", "moves")) == []
+    assert "on pool default already" in cli("pools", "move", "far", "--to", "default").stderr
+    assert "no move of namespace far" in failed(cli("pools", "abort", "far"))
+    assert "unknown pool 'nowhere'" in failed(cli("pools", "move", "far", "--to", "nowhere"))
+
+
 def test_db_check_fails_when_the_schema_drifted(
     cli: Invoke, postgres: TestDatabase, database_url: str, alembic_to_runner: None
 ) -> None:

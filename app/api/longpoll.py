@@ -99,7 +99,9 @@ async def dequeue(
                 remaining = deadline - loop.time()
                 if len(leased) == plan.count:
                     registry.pass_on(plan.queue.id)  # more may be ready: wake the next
-                if leased or remaining <= 0:
+                if leased or remaining <= 0 or waiters_of(plan.queue) is not registry:
+                    # (The last: its namespace moved to another pool, whose notifications the
+                    # client's next long poll waits for.)
                     return leased
                 if await registry.before_park(plan.queue.id):
                     continue  # just registered: look once more before parking

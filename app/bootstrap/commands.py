@@ -24,6 +24,7 @@ from app.bootstrap.reader import create_reader
 from app.bootstrap.workers import run as run_workers
 from app.cli.admin import namespace, queue, token
 from app.cli.dev_cluster import dev_cluster
+from app.cli.pools import pools
 from app.client.commands import COMMANDS as MESSAGE_COMMANDS
 from app.client.work_command import work
 from app.config import Settings, describe_invalid, get_settings
@@ -170,7 +171,7 @@ def check() -> None:
 
 
 db.add_command(create_reader)
-for _command in (namespace, token, queue, *MESSAGE_COMMANDS, work, pipeline, dev_cluster):
+for _command in (namespace, token, queue, pools, *MESSAGE_COMMANDS, work, pipeline, dev_cluster):
     main.add_command(_command)
 
 

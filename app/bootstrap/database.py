@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -18,6 +20,7 @@ import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import Settings
+from app.core.errors import UnavailableError
 from app.core.insights import QueueInsights
 from app.core.models import DEFAULT_POOL
 from app.core.service import QueueService
@@ -30,6 +33,9 @@ from app.store import migrate, pool_registry
 from app.store import scheduling as scheduling
 from app.store.connections import prepare_for_failover
 from app.store.insights import PooledInsights, PostgresInsights
+from app.store.moves import MoveReport as MoveReport
+from app.store.moves import MoveUnderWay as MoveUnderWay
+from app.store.moves import NamespaceMover
 from app.store.notifications import ListenerRegistrations, NotificationListener
 from app.store.postgres import PostgresStore
 from app.store.routing import PooledStore
@@ -105,12 +111,20 @@ async def pooled_service(
     settings: Settings, catalogue_url: str, pool_size: int
 ) -> AsyncIterator[QueueService]:
     """The queue service over every pool, for one command (its engines disposed after)."""
+    async with _engines(settings, catalogue_url, pool_size) as engines:
+        yield build_service(engines, settings)
+
+
+@contextlib.asynccontextmanager
+async def _engines(
+    settings: Settings, catalogue_url: str, pool_size: int
+) -> AsyncIterator[dict[str, AsyncEngine]]:
     engines = {
         name: create_engine(url, pool_size)
         for name, url in pool_urls(settings, catalogue_url).items()
     }
     try:
-        yield build_service(engines, settings)
+        yield engines
     finally:
         for engine in engines.values():
             await engine.dispose()
@@ -230,3 +244,44 @@ def _database_url(settings: Settings, *, prefer_socket: bool = False) -> Iterato
     finally:
         if not was_running:
             cluster.stop()
+
+
+def namespace_mover(
+    settings: Settings,
+    catalogue_url: str,
+    on_phase: Callable[[str], Awaitable[None]] | None = None,
+) -> NamespaceMover:
+    """The mover of namespaces between the configured pools (docs/scaling.md)."""
+    return NamespaceMover(pool_urls(settings, catalogue_url), on_phase=on_phase)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """A pool as ``sundial pools list`` shows it."""
+
+    name: str
+    number: int | None
+    """Its number in the catalogue (its range of queue ids); None before it is registered."""
+    available: bool
+    namespaces: int
+    """Namespaces the catalogue places on it."""
+    waiting: int | None
+    """Messages waiting in it (pending or delayed); None when it does not answer."""
+
+
+async def describe_pools(settings: Settings, catalogue_url: str) -> list[PoolState]:
+    """Every configured pool: its number, whether it answers, its namespaces and load."""
+    numbers = {p.name: p.number for p in pool_registry.registered(catalogue_url)}
+    async with _engines(settings, catalogue_url, pool_size=1) as engines:
+        stores = {name: PostgresStore(engine, pool=name) for name, engine in engines.items()}
+        placed = Counter((await PooledStore(stores).map.read_all()).values())
+        described = []
+        for name, store in stores.items():
+            try:
+                waiting: int | None = await store.waiting_messages()
+            except UnavailableError:
+                waiting = None
+            described.append(
+                PoolState(name, numbers.get(name), waiting is not None, placed[name], waiting)
+            )
+        return described

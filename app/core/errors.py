@@ -84,6 +84,18 @@ class UnavailableError(SundialError):
     code = "unavailable"
 
 
+class NamespaceMovingError(UnavailableError):
+    """The namespace is moving to another pool and this pool no longer (or not yet) serves it
+    (docs/scaling.md); the request is retried on the pool that holds it once the move is done,
+    and a client sees this only when the move takes too long: a 503 to retry."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(
+            f"namespace {namespace!r} is moving to another pool; retry", namespace=namespace
+        )
+        self.namespace = namespace
+
+
 class CatalogueChangedError(UnavailableError):
     """A namespace, token or queue that the request looked up changed (or the caller's token
     expired) before the request's statement ran; the statement applied nothing.

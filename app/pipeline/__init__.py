@@ -2,15 +2,16 @@
 
 Three jobs, each a ``sundial pipeline`` command:
 
-- :mod:`app.pipeline.export` copies finished history out of PostgreSQL into a Parquet lake
-  partitioned by namespace / queue / day, incrementally (``COPY`` streamed through pyarrow), and
-  drops history partitions once they are exported and past retention;
+- :mod:`app.pipeline.export` copies finished history out of PostgreSQL (every pool's, each with
+  its own watermark) into a Parquet lake partitioned by namespace / queue / day, incrementally
+  (``COPY`` streamed through pyarrow), and :mod:`app.pipeline.prune` drops history partitions
+  once they are exported and past retention;
 - :mod:`app.pipeline.report` computes the hourly queue report with Spark over the lake
   (:mod:`app.pipeline.transforms` holds its pure DataFrame functions) and writes it to the lake
   and to ``report_hourly``;
 - :mod:`app.pipeline.enqueue` reads a dataset with Spark, validates every row with the core's
   rules (:mod:`app.pipeline.rows`) and enqueues it with set-based inserts over a few
-  connections (:mod:`app.pipeline.loading`).
+  connections (:mod:`app.pipeline.loading`), into the database of the namespace's pool.
 
 :mod:`app.pipeline.session` starts the SparkSession and, on a cluster, ships Sundial's code to
 the executors (:mod:`app.pipeline.shipping`); :mod:`app.pipeline.progress` draws the commands'

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from app.bootstrap.database import open_database
+from app.bootstrap.database import open_database, pool_urls
 from app.commandline import split_queue_path
 from app.config import Settings, get_settings
 from app.pipeline.progress import CommandProgress
@@ -41,9 +41,21 @@ def _requires_pipeline_extra() -> None:
 
 @contextlib.contextmanager
 def _database(settings: Settings) -> Iterator[str]:
+    """The catalogue's database URL (every pool's follows from it: ``pool_urls``)."""
     # An embedded database is this command's own: bring it to the newest schema on first use.
     with open_database(settings, migrate_schema=settings.database_url is None) as url:
         yield url
+
+
+@contextlib.contextmanager
+def _pipeline_lock_errors() -> Iterator[None]:
+    """The pipeline's lock refused (another job runs) or a pool misconfigured, as one line."""
+    from app.pipeline.lock import ExportBusyError, PoolMismatchError
+
+    try:
+        yield
+    except (ExportBusyError, PoolMismatchError) as error:
+        raise click.ClickException(str(error)) from error
 
 
 @contextlib.contextmanager
@@ -114,24 +126,22 @@ def pipeline() -> None:
 @pipeline.command()
 @click.option("--lake", help="Lake root: a directory or a URI (default: SUNDIAL_PIPELINE_LAKE).")
 def export(lake: str | None) -> None:
-    """Copy newly archived history into the lake (redoing an interrupted run first)."""
+    """Copy every pool's newly archived history into the lake (redoing an interrupted run
+    first)."""
     _requires_pipeline_extra()
-    from app.pipeline.export import export_history
-    from app.pipeline.lock import ExportBusyError
+    from app.pipeline.export import export_pools
 
     settings = get_settings()
     root = _lake(settings, lake)
     with _database(settings) as url, CommandProgress() as progress:
         rows = progress.phase("export history to the lake")
-        try:
-            result = export_history(
-                url,
+        with _pipeline_lock_errors():
+            result = export_pools(
+                pool_urls(settings, url),
                 root,
                 lag_seconds=settings.pipeline_export_lag_seconds,
                 advanced=rows.advance,
             )
-        except ExportBusyError as error:
-            raise click.ClickException(str(error)) from error
         rows.finish()
     _echo(asdict(result))
 
@@ -143,17 +153,15 @@ def export(lake: str | None) -> None:
     help="Retention in days (default: SUNDIAL_PIPELINE_HISTORY_RETENTION_DAYS).",
 )
 def prune_history(older_than_days: int | None) -> None:
-    """Drop history partitions past retention whose rows are all exported."""
+    """Drop every pool's history partitions past retention whose rows are all exported."""
     # Plain SQL: needs neither Spark nor pyarrow.
-    from app.pipeline.lock import ExportBusyError
-    from app.pipeline.prune import prune_history as prune
+    from app.pipeline.prune import prune_pools
 
     settings = get_settings()
-    with _database(settings) as url:
-        try:
-            result = prune(url, older_than_days or settings.pipeline_history_retention_days)
-        except ExportBusyError as error:
-            raise click.ClickException(str(error)) from error
+    with _database(settings) as url, _pipeline_lock_errors():
+        result = prune_pools(
+            pool_urls(settings, url), older_than_days or settings.pipeline_history_retention_days
+        )
     _echo(asdict(result))
 
 
@@ -225,11 +233,18 @@ def enqueue(
     staging: str | None,
     connections: int,
 ) -> None:
-    """Enqueue every row of a dataset into a queue, idempotent by message id."""
+    """Enqueue every row of a dataset into a queue (on its namespace's pool), idempotent by
+    message id."""
     _requires_pipeline_extra()
     from app.core.errors import SundialError
     from app.core.validation import Limits
-    from app.pipeline.enqueue import Columns, bulk_enqueue, detect_format, find_queue
+    from app.pipeline.enqueue import (
+        Columns,
+        bulk_enqueue,
+        detect_format,
+        find_queue,
+        namespace_pool,
+    )
 
     settings = get_settings()
     namespace, name = split_queue_path(queue_path)
@@ -240,8 +255,11 @@ def enqueue(
         metadata=_columns(metadata_columns) or [],
     )
     rejects = rejects or Path(f"{Path(source.rstrip('/')).name}.rejects.jsonl")
-    with _database(settings) as url, _staging(staging) as scratch:
+    with _database(settings) as catalogue, _staging(staging) as scratch:
         try:
+            pools = pool_urls(settings, catalogue)
+            pool = namespace_pool(catalogue, pools, namespace)
+            url = pools[pool]
             queue = find_queue(url, namespace, name)
             starting = time.monotonic()
             with _spark(settings) as spark, CommandProgress() as progress:
@@ -267,4 +285,4 @@ def enqueue(
         except SundialError as error:
             raise click.ClickException(f"{error.code}: {error.message}") from error
     summary.seconds = {"spark_start": round(spark_start, 2), **summary.seconds}
-    _echo({**asdict(summary), "rejects_file": str(rejects)})
+    _echo({**asdict(summary), "pool": pool, "rejects_file": str(rejects)})

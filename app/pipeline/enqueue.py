@@ -9,6 +9,9 @@ parallel. Memory stays bounded by a few batches, whatever the dataset's size.
 
 Each batch wakes the queue's long-polling consumers at its commit (as the API's enqueue does),
 so waiting consumers get the new messages at once, not at their 1 s fallback poll.
+
+With pools (docs/scaling.md) the rows go to the database of the namespace's pool, which the
+catalogue's map says (:func:`namespace_pool`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +31,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from psycopg.rows import dict_row
 
-from app.core.errors import NotFoundError, QueuePausedError, ValidationError
-from app.core.models import QueueConfig
+from app.core.errors import (
+    NamespaceMovingError,
+    NotFoundError,
+    QueuePausedError,
+    UnavailableError,
+    ValidationError,
+)
+from app.core.models import DEFAULT_POOL, QueueConfig
 from app.core.validation import Limits
 from app.pipeline import queries
 from app.pipeline.database import connect
@@ -79,6 +88,26 @@ class TargetQueue:
     config: QueueConfig
 
 
+def namespace_pool(catalogue_url: str, pools: Mapping[str, str], namespace: str) -> str:
+    """The pool that holds ``namespace`` (one of ``pools``, database URLs by name): the one
+    the catalogue's map names, ``default`` for a namespace it does not list (as the server's
+    routing reads it); a single database has no other pool to look for.
+
+    Raises:
+        UnavailableError: the map names a pool that ``pools`` does not configure.
+    """
+    if pools.keys() == {DEFAULT_POOL}:
+        return DEFAULT_POOL
+    with connect(catalogue_url) as conn:
+        row = conn.execute(queries.NAMESPACE_POOL, {"namespace": namespace}).fetchone()
+    pool: str = row[0] if row is not None else DEFAULT_POOL
+    if pool not in pools:
+        raise UnavailableError(
+            f"namespace {namespace} is on pool {pool!r}, which SUNDIAL_POOLS does not configure"
+        )
+    return pool
+
+
 def find_queue(database_url: str, namespace: str, name: str) -> TargetQueue:
     """The queue, refusing a missing queue or one paused for enqueue, before any work."""
     with connect(database_url) as conn:
@@ -89,6 +118,8 @@ def find_queue(database_url: str, namespace: str, name: str) -> TargetQueue:
         )
     if row is None:
         raise NotFoundError(f"queue {namespace}/{name} does not exist")
+    if row["namespace_state"] != "active":
+        raise NamespaceMovingError(namespace)
     fields = {key: row[key] for key in QueueConfig.__dataclass_fields__}
     queue = TargetQueue(row["id"], namespace, name, QueueConfig(**fields))
     if queue.config.enqueue_paused:

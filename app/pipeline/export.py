@@ -11,14 +11,20 @@ Each run adds exactly one file, ``part-<run>.parquet``, to each partition it tou
 file appears whole (a rename), so a reader never sees part of a run's rows in a partition.
 A run that is interrupted stays uncommitted in ``pipeline_export_runs``; the next export redoes
 it first, with the same window and the same file names, so nothing is exported twice.
+
+With pools (docs/scaling.md) every pool's database has its own history, runs and watermark:
+an export runs one after another on each pool, every row with its pool's name in the ``pool``
+column, and names its files by pool and run (:func:`app.pipeline.lake.run_name`). It takes
+every pool's lock first (:func:`app.pipeline.lock.locked_pools`), so one export at a time
+writes to the lake's staging area, whichever pools it covers.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,8 +35,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from app.core.models import DEFAULT_POOL
 from app.pipeline import queries
-from app.pipeline.database import connect
 from app.pipeline.lake import (
     HISTORY,
     HISTORY_COLUMNS,
@@ -41,8 +47,9 @@ from app.pipeline.lake import (
     arrow_filesystem,
     join,
     partition_dir,
+    run_name,
 )
-from app.pipeline.lock import Locked
+from app.pipeline.lock import locked_pools
 
 log = logging.getLogger("sundial.pipeline.export")
 
@@ -55,7 +62,7 @@ CSV_BLOCK_BYTES = 8 << 20
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:
-    """What one export did."""
+    """What one export did on one pool."""
 
     run_id: int | None
     low: datetime | None
@@ -63,6 +70,19 @@ class ExportResult:
     rows: int = 0
     files: int = 0
     resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PoolsExport:
+    """What one export did: on every pool, and the rows and files of all of them."""
+
+    pools: dict[str, ExportResult]
+    rows: int = field(init=False)
+    files: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", sum(run.rows for run in self.pools.values()))
+        object.__setattr__(self, "files", sum(run.files for run in self.pools.values()))
 
 
 class _CopyReader(io.RawIOBase):
@@ -174,12 +194,14 @@ def _delete_dir(filesystem: fs.FileSystem, path: str) -> None:
 
 def _stage(
     conn: psycopg.Connection[Any],
+    pool: str,
     run: tuple[int, datetime, datetime],
     writer: _PartitionWriter,
     advanced: Callable[[int], None] | None,
 ) -> None:
     run_id, low, high = run
-    with conn.cursor() as cur, cur.copy(queries.EXPORT_COPY, {"low": low, "high": high}) as copy:
+    window = {"low": low, "high": high, "pool": pool}
+    with conn.cursor() as cur, cur.copy(queries.EXPORT_COPY, window) as copy:
         stream = io.BufferedReader(_CopyReader(iter(copy)), buffer_size=1 << 20)
         if not stream.peek(1):  # an empty window (pyarrow refuses an empty CSV)
             return
@@ -189,7 +211,7 @@ def _stage(
             if advanced:
                 advanced(batch.num_rows)
     writer.close()
-    log.info("export run %d: staged %d rows", run_id, sum(writer.rows.values()))
+    log.info("export run %d of pool %s: staged %d rows", run_id, pool, sum(writer.rows.values()))
 
 
 def _open_or_new_run(
@@ -206,37 +228,78 @@ def export_history(
     database_url: str,
     lake: str,
     *,
+    pool: str = DEFAULT_POOL,
     lag_seconds: float = 5.0,
     hook: Hook | None = None,
     advanced: Callable[[int], None] | None = None,
 ) -> ExportResult:
-    """Export the history archived since the watermark (first redoing an interrupted run);
-    ``advanced`` is told of the rows as they are staged."""
+    """Export the history of one database, the pool ``pool``'s, archived since its watermark
+    (first redoing an interrupted run); ``advanced`` is told of the rows as they are staged."""
+    exported = export_pools(
+        {pool: database_url}, lake, lag_seconds=lag_seconds, hook=hook, advanced=advanced
+    )
+    return exported.pools[pool]
+
+
+def export_pools(
+    pools: Mapping[str, str],
+    lake: str,
+    *,
+    lag_seconds: float = 5.0,
+    hook: Hook | None = None,
+    advanced: Callable[[int], None] | None = None,
+) -> PoolsExport:
+    """Export the history of every pool (``pools``: database URL by name), each from its own
+    watermark (first redoing its interrupted run), one pool after another.
+
+    Raises:
+        app.pipeline.lock.ExportBusyError: another export or prune runs on one of the pools
+            (nothing is exported).
+        app.pipeline.lock.PoolMismatchError: a pool's database is registered as another pool.
+    """
     filesystem, root = arrow_filesystem(lake)
     history = join(root, HISTORY)
-    with connect(database_url, autocommit=True) as conn, Locked(conn):
-        run, resumed = _open_or_new_run(conn, lag_seconds)
-        if run is None:
-            return ExportResult(run_id=None, low=None, high=None)
-        run_id, low, high = run
-        log.info("export run %d%s: [%s, %s)", run_id, " (resumed)" if resumed else "", low, high)
-        # Whatever is staged belongs to this run's earlier attempt or to finished runs.
+    with locked_pools(pools) as sessions:
+        # Whatever is staged belongs to an interrupted attempt of a run or to finished runs:
+        # this export holds every pool's lock, so no other writes there now.
         _delete_dir(filesystem, join(history, STAGING))
-        staging = join(history, STAGING, f"run-{run_id}")
-        filename = f"part-{run_id}.parquet"
-        writer = _PartitionWriter(filesystem, staging, filename)
-        _stage(conn, run, writer, advanced)
-        if hook:
-            hook("staged")
-        for partition in writer.rows:
-            target = join(history, partition)
-            filesystem.create_dir(target, recursive=True)
-            filesystem.move(join(staging, partition, filename), join(target, filename))
-        if hook:
-            hook("moved")
-        rows = sum(writer.rows.values())
-        conn.execute(
-            queries.EXPORT_COMMIT_RUN, {"id": run_id, "rows": rows, "files": len(writer.rows)}
-        )
-        _delete_dir(filesystem, staging)
-        return ExportResult(run_id, low, high, rows, len(writer.rows), resumed)
+        runs = {
+            name: _export_pool(conn, name, filesystem, history, lag_seconds, hook, advanced)
+            for name, conn in sessions.items()
+        }
+    return PoolsExport(runs)
+
+
+def _export_pool(
+    conn: psycopg.Connection[Any],
+    pool: str,
+    filesystem: fs.FileSystem,
+    history: str,
+    lag_seconds: float,
+    hook: Hook | None,
+    advanced: Callable[[int], None] | None,
+) -> ExportResult:
+    """One run on one pool's locked session: its open run redone, else a new one."""
+    run, resumed = _open_or_new_run(conn, lag_seconds)
+    if run is None:
+        return ExportResult(run_id=None, low=None, high=None)
+    run_id, low, high = run
+    again = " (resumed)" if resumed else ""
+    log.info("export run %d of pool %s%s: [%s, %s)", run_id, pool, again, low, high)
+    name = run_name(pool, run_id)
+    staging = join(history, STAGING, f"run-{name}")
+    filename = f"part-{name}.parquet"
+    writer = _PartitionWriter(filesystem, staging, filename)
+    _stage(conn, pool, run, writer, advanced)
+    if hook:
+        hook("staged")
+    for partition in writer.rows:
+        target = join(history, partition)
+        filesystem.create_dir(target, recursive=True)
+        filesystem.move(join(staging, partition, filename), join(target, filename))
+    if hook:
+        hook("moved")
+    rows = sum(writer.rows.values())
+    conn.execute(queries.EXPORT_COMMIT_RUN, {"id": run_id, "rows": rows, "files": len(writer.rows)})
+    _delete_dir(filesystem, staging)
+    return ExportResult(run_id, low, high, rows, len(writer.rows), resumed)

@@ -9,6 +9,12 @@ Layout under the lake root::
 Spark and pyarrow skip paths that start with ``_``, so staged files are never read. Timestamps
 are stored as microseconds since the epoch, UTC (Parquet ``TIMESTAMP(MICROS, UTC)``).
 
+Every pool (docs/scaling.md) exports its own history, with runs numbered by its own database,
+so ``<run>`` names the pool as well as the run (:func:`run_name`): ``7`` for the pool
+``default``'s run 7, as before pools, and ``eu-7`` for the pool ``eu``'s. A partition may hold
+rows of several pools (a namespace moved leaves its history on the pool it left); each row says
+its pool in the ``pool`` column.
+
 A lake is a local directory or a URI. Spark reaches S3 as ``s3a://``, pyarrow as ``s3://``;
 :func:`arrow_filesystem` maps the one to the other, so both jobs take the same path.
 """
@@ -19,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyarrow import fs
+
+from app.core.models import DEFAULT_POOL
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -50,10 +58,13 @@ HISTORY_COLUMNS = pa.schema(
         ("finished_at", TIMESTAMP),
         ("last_error", pa.string()),
         ("archived_at", TIMESTAMP),
+        ("pool", pa.string()),
     ]
 )
-"""The columns of a history file: ``message_history`` less the partition columns.
-``payload`` and ``metadata`` are JSON text."""
+"""The columns of a history file: ``message_history`` less the partition columns, plus the
+``pool`` whose database held the rows. ``payload`` and ``metadata`` are JSON text. Files
+exported before pools have no ``pool``: their rows are the pool ``default``'s, and
+:func:`app.pipeline.report.read_history` reads them so (the column stays nullable for them)."""
 
 TIMESTAMP_COLUMNS = tuple(f.name for f in HISTORY_COLUMNS if f.type == TIMESTAMP)
 
@@ -84,6 +95,15 @@ def arrow_filesystem(root: str) -> tuple[fs.FileSystem, str]:
     if scheme in ("s3a", "s3n"):
         scheme = "s3"
     return fs.FileSystem.from_uri(f"{scheme}://{rest}")  # type: ignore[no-any-return]
+
+
+def run_name(pool: str, run_id: int) -> str:
+    """How the export run ``run_id`` of ``pool`` names its file in each partition
+    (``part-<name>.parquet``) and its staging directory (``run-<name>``): the run's number for
+    the pool ``default``, as before pools, so a run interrupted before an upgrade is redone
+    under the same names; ``<pool>-<run>`` for the others. Pool names are lower-case letters,
+    digits, ``_`` and ``-`` (``app.config``), so no two pools' names meet."""
+    return str(run_id) if pool == DEFAULT_POOL else f"{pool}-{run_id}"
 
 
 def partition_dir(namespace: str, queue: str, day: str) -> str:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from app.core.errors import NotFoundError, QueuePausedError
+from app.core.errors import NamespaceMovingError, NotFoundError, QueuePausedError
 from app.pipeline import queries
 from app.pipeline.database import connect
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from app.pipeline.enqueue import TargetQueue
 
 NOTIFY_CHANNEL = "sundial_ready"  # app.store.sql.listeners.NOTIFY_CHANNEL
+NAMESPACE_TAKEN = "SD001"
+"""SQLSTATE of a move's refusal to change a namespace it has frozen (migration 0012)."""
 
 ROW_COLUMNS = ("ord", "seq", "id", "priority", "payload", "metadata", "exclusive_value")
 """What a loader inserts: the checked message, its place in the input and its reserved seq."""
@@ -60,21 +62,32 @@ def _copy_csv(rows: pa.Table) -> bytes:
 def insert_batch(conn: psycopg.Connection[Any], queue: TargetQueue, rows: pa.Table) -> int:
     """One transaction: ``rows`` (:data:`ROW_COLUMNS`) into the queue; returns how many messages
     it created."""
-    with conn.transaction():
-        lock = conn.execute(queries.QUEUE_LOCK, {"queue_id": queue.id}).fetchone()
-        if lock is None:
-            raise NotFoundError(f"queue {queue.namespace}/{queue.name} was deleted")
-        paused, delay = lock
-        if paused:
-            raise QueuePausedError(f"queue {queue.namespace}/{queue.name} was paused for enqueue")
-        conn.execute(queries.ENQUEUE_STAGE)
-        with conn.cursor() as cur, cur.copy(queries.ENQUEUE_COPY) as copy:
-            copy.write(_copy_csv(rows.select(list(ROW_COLUMNS))))
-        created, ready = conn.execute(
-            queries.ENQUEUE_INSERT, {"queue_id": queue.id, "delay": delay}
-        ).fetchone()  # type: ignore[misc]
-        if ready:
-            conn.execute(queries.ENQUEUE_WAKE, {"channel": NOTIFY_CHANNEL, "queue_id": queue.id})
+    try:
+        with conn.transaction():
+            lock = conn.execute(queries.QUEUE_LOCK, {"queue_id": queue.id}).fetchone()
+            if lock is None:
+                raise NotFoundError(f"queue {queue.namespace}/{queue.name} was deleted")
+            paused, delay, namespace_state = lock
+            if namespace_state != "active":
+                raise NamespaceMovingError(queue.namespace)
+            if paused:
+                raise QueuePausedError(
+                    f"queue {queue.namespace}/{queue.name} was paused for enqueue"
+                )
+            conn.execute(queries.ENQUEUE_STAGE)
+            with conn.cursor() as cur, cur.copy(queries.ENQUEUE_COPY) as copy:
+                copy.write(_copy_csv(rows.select(list(ROW_COLUMNS))))
+            created, ready = conn.execute(
+                queries.ENQUEUE_INSERT, {"queue_id": queue.id, "delay": delay}
+            ).fetchone()  # type: ignore[misc]
+            if ready:
+                conn.execute(
+                    queries.ENQUEUE_WAKE, {"channel": NOTIFY_CHANNEL, "queue_id": queue.id}
+                )
+    except psycopg.Error as error:
+        if error.sqlstate == NAMESPACE_TAKEN:  # a move froze it after the check above
+            raise NamespaceMovingError(queue.namespace) from error
+        raise
     return int(created)
 
 

@@ -24,6 +24,10 @@ prune carries on where it stopped: it completes a detach interrupted halfway (th
 still attached, "pending detach", and new queries no longer see it) with ``DETACH PARTITION ...
 FINALIZE``, and it settles a table left detached (dropped if all exported, else attached back).
 
+With pools (docs/scaling.md) every pool's database has its own history and its own export
+watermark: a prune takes every pool's lock first, then prunes each pool against its own
+watermark.
+
 Plain psycopg (no Spark, no pyarrow); the statements live here for that reason.
 """
 
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, Final, LiteralString
@@ -39,8 +43,8 @@ from typing import Any, Final, LiteralString
 import psycopg
 from psycopg import errors, sql
 
-from app.pipeline.database import connect
-from app.pipeline.lock import Locked
+from app.core.models import DEFAULT_POOL
+from app.pipeline.lock import locked_pools
 
 log = logging.getLogger("sundial.pipeline.prune")
 
@@ -94,6 +98,13 @@ class PruneResult:
     """Kept: rows archived after the last export (the next export takes them)."""
     pending: list[str] = field(default_factory=list)
     """Left for the next prune: a lock was not granted within the lock timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolsPrune:
+    """What a prune did on every pool (partition names repeat from pool to pool)."""
+
+    pools: dict[str, PruneResult]
 
 
 def _day(name: str) -> date | None:
@@ -172,36 +183,76 @@ def prune_history(
     database_url: str,
     retention_days: int,
     *,
+    pool: str = DEFAULT_POOL,
     lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
     hook: Hook | None = None,
 ) -> PruneResult:
-    """Drop the history partitions of days older than ``retention_days`` whose every row is
-    behind the export watermark, without blocking the scheduler (see the module's docstring).
-    Nothing is dropped before the first export."""
-    with connect(database_url, autocommit=True) as conn, Locked(conn):
-        conn.execute(SET_LOCK_TIMEOUT, {"timeout": f"{round(lock_timeout_seconds * 1000)}ms"})
-        watermark = conn.execute(WATERMARK).fetchone()[0]  # type: ignore[index]
-        today: date = conn.execute(TODAY).fetchone()[0]  # type: ignore[index]
-        if watermark is None:
-            return PruneResult()
-        pruner = _Pruner(conn, watermark, today - timedelta(days=retention_days), hook)
-        partitions = conn.execute(PARTITIONS).fetchall()
-        steps: list[tuple[Callable[[str], None], str]] = [
-            (pruner.finalize, name) for name, pending in partitions if pending
-        ]
-        steps += [(pruner.settle, name) for (name,) in conn.execute(DETACHED).fetchall()]
-        steps += [
-            (pruner.prune, name)
-            for name, pending in partitions
-            if not pending and (day := _day(name)) is not None and day < pruner.cutoff
-        ]
-        for step, name in steps:
-            try:
-                step(name)
-            except errors.LockNotAvailable:
-                # Stop here: a detach left halfway allows no other, and the next prune
-                # carries on from this partition.
-                log.warning("prune stopped at %s: a lock was not granted in time", name)
-                pruner.result.pending.append(name)
-                break
-        return pruner.result
+    """Drop the history partitions of days older than ``retention_days`` of one database, the
+    pool ``pool``'s, whose every row is behind its export watermark, without blocking the
+    scheduler (see the module's docstring). Nothing is dropped before the first export."""
+    pruned = prune_pools(
+        {pool: database_url},
+        retention_days,
+        lock_timeout_seconds=lock_timeout_seconds,
+        hook=hook,
+    )
+    return pruned.pools[pool]
+
+
+def prune_pools(
+    pools: Mapping[str, str],
+    retention_days: int,
+    *,
+    lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
+    hook: Hook | None = None,
+) -> PoolsPrune:
+    """:func:`prune_history` on every pool (``pools``: database URL by name), each against its
+    own watermark, once every pool's lock is held.
+
+    Raises:
+        app.pipeline.lock.ExportBusyError: another export or prune runs on one of the pools
+            (nothing is pruned).
+        app.pipeline.lock.PoolMismatchError: a pool's database is registered as another pool.
+    """
+    with locked_pools(pools) as sessions:
+        return PoolsPrune(
+            {
+                name: _prune_pool(conn, retention_days, lock_timeout_seconds, hook)
+                for name, conn in sessions.items()
+            }
+        )
+
+
+def _prune_pool(
+    conn: psycopg.Connection[Any],
+    retention_days: int,
+    lock_timeout_seconds: float,
+    hook: Hook | None,
+) -> PruneResult:
+    """One pool's prune, on its locked autocommit session."""
+    conn.execute(SET_LOCK_TIMEOUT, {"timeout": f"{round(lock_timeout_seconds * 1000)}ms"})
+    watermark = conn.execute(WATERMARK).fetchone()[0]  # type: ignore[index]
+    today: date = conn.execute(TODAY).fetchone()[0]  # type: ignore[index]
+    if watermark is None:
+        return PruneResult()
+    pruner = _Pruner(conn, watermark, today - timedelta(days=retention_days), hook)
+    partitions = conn.execute(PARTITIONS).fetchall()
+    steps: list[tuple[Callable[[str], None], str]] = [
+        (pruner.finalize, name) for name, pending in partitions if pending
+    ]
+    steps += [(pruner.settle, name) for (name,) in conn.execute(DETACHED).fetchall()]
+    steps += [
+        (pruner.prune, name)
+        for name, pending in partitions
+        if not pending and (day := _day(name)) is not None and day < pruner.cutoff
+    ]
+    for step, name in steps:
+        try:
+            step(name)
+        except errors.LockNotAvailable:
+            # Stop here: a detach left halfway allows no other, and the next prune
+            # carries on from this partition.
+            log.warning("prune stopped at %s: a lock was not granted in time", name)
+            pruner.result.pending.append(name)
+            break
+    return pruner.result

@@ -21,7 +21,9 @@ def _micros(column: str) -> str:
 def _history_select() -> str:
     columns = []
     for field in HISTORY_COLUMNS:
-        if field.name in TIMESTAMP_COLUMNS:
+        if field.name == "pool":  # not a column of message_history: the pool being exported
+            columns.append("%(pool)s::text")
+        elif field.name in TIMESTAMP_COLUMNS:
             columns.append(_micros(field.name))
         elif field.name == "state":
             columns.append("state::text")
@@ -65,6 +67,7 @@ EXPORT_COMMIT_RUN: Final = """
 
 # One run's rows, grouped by lake partition (namespace, queue, UTC day of finished_at) so the
 # writer holds one file open at a time. ORDER BY makes the files of a redone run identical.
+# Every row carries %(pool)s, the name of the pool whose database this is.
 EXPORT_COPY: Final = f"""
     COPY (
         SELECT namespace, queue, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
@@ -113,13 +116,24 @@ REPORT_DELETE_STALE: Final = """
 
 # --- bulk enqueue ---------------------------------------------------------------------------
 
-QUEUE_GET: Final = "SELECT * FROM queues WHERE namespace = %(namespace)s AND name = %(name)s"
+# The catalogue's map (migration 0011): the pool that holds a namespace.
+NAMESPACE_POOL: Final = "SELECT pool FROM namespace_pools WHERE namespace = %(namespace)s"
+
+QUEUE_GET: Final = """
+    SELECT q.*, n.state AS namespace_state
+    FROM queues q JOIN namespaces n ON n.name = q.namespace
+    WHERE q.namespace = %(namespace)s AND q.name = %(name)s
+"""
 
 # Read under FOR SHARE: a pause (an UPDATE of the row) waits for the batch, and the batch sees
-# a pause committed before it.
-QUEUE_LOCK: Final = (
-    "SELECT enqueue_paused, delay_seconds FROM queues WHERE id = %(queue_id)s FOR SHARE"
-)
+# a pause committed before it. A namespace that a move has taken (no longer active here) takes
+# no batch: its messages are moving to another pool (docs/scaling.md).
+QUEUE_LOCK: Final = """
+    SELECT q.enqueue_paused, q.delay_seconds, n.state AS namespace_state
+    FROM queues q JOIN namespaces n ON n.name = q.namespace
+    WHERE q.id = %(queue_id)s
+    FOR SHARE OF q
+"""
 
 ENQUEUE_STAGE: Final = """
     CREATE TEMPORARY TABLE IF NOT EXISTS enqueue_stage (

@@ -4,6 +4,10 @@ A window is widened to whole UTC days, and the report's Parquet is partitioned b
 written with dynamic partition overwrite, so a rerun replaces exactly the days it covers.
 In PostgreSQL the window's rows are upserted and the window's rows that the new result lacks are
 deleted, in one transaction. Rerunning a window is therefore idempotent in both places.
+
+The lake holds the history of every pool (docs/scaling.md), so each figure covers a queue's
+messages on every pool (a namespace that moved has history on both); the report is written to
+the ``report_hourly`` of the database it is given, the catalogue's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pyarrow import fs
 from pyspark.sql import functions as F
 
+from app.core.models import DEFAULT_POOL
 from app.pipeline import queries
 from app.pipeline.database import connect
 from app.pipeline.lake import (
@@ -67,9 +72,11 @@ def day_window(
 
 
 def read_history(spark: SparkSession, lake: str, since: datetime | None = None) -> DataFrame:
-    """The lake's history. With ``since``, only partitions that can matter to hours from
+    """The lake's history, of every pool (rows of files exported before pools have no ``pool``:
+    they are ``default``'s). With ``since``, only partitions that can matter to hours from
     ``since`` on: a message enqueued or leased at ``since`` or later finished then or later."""
     history = spark.read.schema(history_spark_schema()).parquet(join(lake, HISTORY))
+    history = history.withColumn("pool", F.coalesce(F.col("pool"), F.lit(DEFAULT_POOL)))
     if since is not None:
         history = history.where(F.col("day") >= F.lit(since.date()))
     return history

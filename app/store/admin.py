@@ -11,9 +11,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core import catalogue
-from app.core.errors import ConflictError, NotFoundError, ValidationError
+from app.core.errors import ConflictError, NamespaceMovingError, NotFoundError, ValidationError
 from app.core.models import Namespace, Queue, QueueConfig, Token
 from app.core.states import State
 from app.store.errors import retry_transient
@@ -24,6 +25,9 @@ from app.store.sql import pools as pools_sql
 from app.store.sql import reads, transitions
 from app.store.sql.listeners import NOTIFY_CHANNEL
 from app.store.tables import namespaces, queues, tokens
+
+_NAMESPACE_COLUMNS = (namespaces.c.name, namespaces.c.description, namespaces.c.created_at)
+_TOKEN_FIELDS = ("id", "namespace", "label", "created_at", "expires_at")
 
 
 class AdminStore(StorePaths):
@@ -42,7 +46,7 @@ class AdminStore(StorePaths):
             sa.dialects.postgresql.insert(namespaces)
             .values(name=name, description=description)
             .on_conflict_do_nothing()
-            .returning(namespaces)
+            .returning(*_NAMESPACE_COLUMNS)
         )
         async with self._transaction() as conn:
             row = (await conn.execute(stmt)).mappings().first()
@@ -57,23 +61,51 @@ class AdminStore(StorePaths):
             return int((await conn.execute(pools_sql.POOL_WAITING_MESSAGES)).scalar_one())
 
     async def list_namespaces(self) -> list[Namespace]:
-        """All namespaces by name."""
+        """The namespaces this database serves (active), by name."""
+        stmt = (
+            sa.select(*_NAMESPACE_COLUMNS)
+            .where(namespaces.c.state == "active")
+            .order_by(namespaces.c.name)
+        )
         async with self._transaction() as conn:
-            rows = await conn.execute(sa.select(namespaces).order_by(namespaces.c.name))
+            rows = await conn.execute(stmt)
             return [Namespace(**row, pool=self.pool) for row in rows.mappings()]
 
     async def namespace_exists(self, name: str) -> bool:
-        """Whether the namespace exists."""
+        """Whether this database serves the namespace; NamespaceMovingError while a move has it
+        (docs/scaling.md)."""
         async with self._transaction() as conn:
-            stmt = sa.select(sa.literal(1)).where(namespaces.c.name == name)
-            return (await conn.execute(stmt)).first() is not None
+            return await self._namespace_is_active(conn, name)
 
     async def delete_namespace(self, name: str) -> bool:
-        """Delete a namespace with its tokens, queues and messages."""
+        """Delete a namespace with its tokens, queues and messages (not while it moves)."""
         self.lookups.forget_all()
+        stmt = sa.delete(namespaces).where(
+            namespaces.c.name == name, namespaces.c.state == "active"
+        )
         async with self._transaction() as conn:
-            result = await conn.execute(sa.delete(namespaces).where(namespaces.c.name == name))
-            return result.rowcount > 0
+            if (await conn.execute(stmt)).rowcount > 0:
+                return True
+            await self._namespace_is_active(conn, name)  # raises while it moves
+            return False
+
+    @classmethod
+    async def _require_active(cls, conn: AsyncConnection, name: str) -> None:
+        """Nothing, or NotFoundError when the namespace is not here (NamespaceMovingError while
+        a move has it)."""
+        if not await cls._namespace_is_active(conn, name):
+            raise NotFoundError(f"namespace {name!r} does not exist", namespace=name)
+
+    @staticmethod
+    async def _namespace_is_active(conn: AsyncConnection, name: str) -> bool:
+        """Whether the namespace is here and served: False when it is not here, and
+        NamespaceMovingError when a move has it (incoming, frozen or moved)."""
+        state = (await conn.execute(catalogue_sql.NAMESPACE_STATE, {"namespace": name})).scalar()
+        if state is None:
+            return False
+        if state != "active":
+            raise NamespaceMovingError(name)
+        return True
 
     async def insert_token(
         self,
@@ -94,14 +126,15 @@ class AdminStore(StorePaths):
                     sa.literal(label),
                     sa.literal(secret_hash, sa.LargeBinary),
                     sa.literal(expires_at, sa.DateTime(timezone=True)),
-                ).where(namespaces.c.name == namespace),
+                ).where(namespaces.c.name == namespace, namespaces.c.state == "active"),
             )
             .returning(*(c for c in tokens.c if c.name != "secret_hash"))
         )
         async with self._transaction() as conn:
             row = (await conn.execute(stmt)).mappings().first()
-        if row is None:
-            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+            if row is None:
+                await self._require_active(conn, namespace)
+                raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
         return Token(**row)
 
     async def list_tokens(self, namespace: str) -> list[Token]:
@@ -113,14 +146,22 @@ class AdminStore(StorePaths):
             .order_by(tokens.c.created_at, tokens.c.id)
         )
         async with self._transaction() as conn:
+            await self._require_active(conn, namespace)
             return [Token(**row) for row in (await conn.execute(stmt)).mappings()]
 
     async def delete_token(self, namespace: str, token_id: str) -> bool:
-        """Revoke a token at once."""
-        stmt = sa.delete(tokens).where(tokens.c.namespace == namespace, tokens.c.id == token_id)
+        """Revoke a token at once (not while its namespace moves)."""
+        stmt = sa.delete(tokens).where(
+            tokens.c.namespace == namespace,
+            tokens.c.id == token_id,
+            sa.text(catalogue_sql.NAMESPACE_IS_ACTIVE.format("tokens.namespace")),
+        )
         try:
             async with self._transaction() as conn:
-                return (await conn.execute(stmt)).rowcount > 0
+                if (await conn.execute(stmt)).rowcount > 0:
+                    return True
+                await self._namespace_is_active(conn, namespace)  # raises while it moves
+                return False
         finally:
             self.lookups.forget_all()
 
@@ -139,8 +180,10 @@ class AdminStore(StorePaths):
             row = result.mappings().first()
         if row is None:
             return None
+        if row["namespace_state"] != "active":
+            raise NamespaceMovingError(row["namespace"])
         version = row["catalogue_version"]
-        token = Token(**{key: value for key, value in row.items() if key != "catalogue_version"})
+        token = Token(**{key: row[key] for key in _TOKEN_FIELDS})
         if view is not None:
             view.rely_on(version, fresh=True, valid_until=token.expires_at)
             self.lookups.remember_token(secret_hash, token, version)
@@ -161,6 +204,8 @@ class AdminStore(StorePaths):
             row = (await conn.execute(catalogue_sql.QUEUE_GET, params)).mappings().first()
         if row is None:
             return None
+        if row["namespace_state"] != "active":
+            raise NamespaceMovingError(namespace)
         queue = queue_from_row(row, self.pool)
         if view is not None and queue.catalogue_version is not None:
             view.rely_on(queue.catalogue_version, fresh=True)
@@ -175,11 +220,7 @@ class AdminStore(StorePaths):
             row = result.mappings().first()
             if row is not None:
                 return queue_from_row(row, self.pool)
-            exists = await conn.execute(
-                sa.select(sa.literal(1)).where(namespaces.c.name == namespace)
-            )
-            if exists.first() is None:
-                raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+            await self._require_active(conn, namespace)
             return None
 
     async def update_queue(
@@ -194,14 +235,18 @@ class AdminStore(StorePaths):
             returned.append(sa.func.pg_notify(NOTIFY_CHANNEL, sa.cast(queues.c.id, sa.Text)))
         stmt = (
             sa.update(queues)
-            .where(queues.c.id == queue.id)
+            .where(
+                queues.c.id == queue.id,
+                sa.text(catalogue_sql.NAMESPACE_IS_ACTIVE.format("queues.namespace")),
+            )
             .values(**changes, updated_at=sa.func.now())
             .returning(*returned)
         )
         async with self._transaction() as conn:
             row = (await conn.execute(stmt)).mappings().first()
-        if row is None:
-            raise NotFoundError("queue does not exist")
+            if row is None:
+                await self._namespace_is_active(conn, queue.namespace)  # raises while it moves
+                raise NotFoundError("queue does not exist")
         return queue_from_row(row, self.pool)
 
     async def delete_queue(self, namespace: str, name: str) -> bool:
@@ -209,13 +254,16 @@ class AdminStore(StorePaths):
         self.lookups.forget_all()
         async with self._transaction() as conn:
             params = {"namespace": namespace, "name": name}
-            result = await conn.execute(catalogue_sql.QUEUE_DELETE, params)
-            return result.first() is not None
+            if (await conn.execute(catalogue_sql.QUEUE_DELETE, params)).first() is not None:
+                return True
+            await self._namespace_is_active(conn, namespace)  # raises while it moves
+            return False
 
     async def list_queues(self, namespace: str) -> list[Queue]:
         """A namespace's queues by name."""
         stmt = sa.select(queues).where(queues.c.namespace == namespace).order_by(queues.c.name)
         async with self._transaction() as conn:
+            await self._require_active(conn, namespace)
             return [queue_from_row(row, self.pool) for row in (await conn.execute(stmt)).mappings()]
 
     async def queue_counts(self, of: Sequence[Queue]) -> dict[int, dict[State, int]]:

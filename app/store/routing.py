@@ -16,7 +16,9 @@ With one pool (no ``SUNDIAL_POOLS``) the map is never read: every namespace is o
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -25,7 +27,13 @@ from typing import Any, TypeVar
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.core.errors import ConflictError, NotFoundError, UnavailableError, ValidationError
+from app.core.errors import (
+    ConflictError,
+    NamespaceMovingError,
+    NotFoundError,
+    UnavailableError,
+    ValidationError,
+)
 from app.core.models import (
     DEFAULT_POOL,
     EnqueueOutcome,
@@ -48,6 +56,13 @@ from app.store.sql import pools as sql
 
 T = TypeVar("T")
 Call = Coroutine[Any, Any, T]
+
+MOVE_WAIT_SECONDS = 10.0
+"""How long a request waits for a move of its namespace to finish before it answers 503."""
+MOVE_POLL_SECONDS = 0.02
+"""How often a waiting request reads the map again (a move's freeze lasts a few of these)."""
+STALE_MAP_ATTEMPTS = 3
+"""Pools a lookup that finds nothing asks, following the map as it changes."""
 
 
 class NamespaceMap:
@@ -119,13 +134,22 @@ _acting: ContextVar[PostgresStore | None] = ContextVar("sundial_acting_pool", de
 
 
 class PooledStore:
-    """Implements :class:`app.core.ports.Store` over one :class:`PostgresStore` per pool."""
+    """Implements :class:`app.core.ports.Store` over one :class:`PostgresStore` per pool.
 
-    def __init__(self, pools: Mapping[str, PostgresStore]) -> None:
+    Args:
+        pools: every pool's store by name (``default`` is the catalogue's).
+        move_wait_seconds: how long a request waits for a move of its namespace to finish (the
+            namespace frozen on its old pool) before it answers 503 to retry.
+    """
+
+    def __init__(
+        self, pools: Mapping[str, PostgresStore], move_wait_seconds: float = MOVE_WAIT_SECONDS
+    ) -> None:
         if DEFAULT_POOL not in pools:
             raise ValueError("the pools must include the catalogue's, 'default'")
         self.pools = dict(pools)
         self.map = NamespaceMap(pools[DEFAULT_POOL].engine)
+        self.move_wait_seconds = move_wait_seconds
         self._single = self.pools[DEFAULT_POOL] if len(self.pools) == 1 else None
 
     # --- where a namespace is -------------------------------------------------------------------
@@ -151,6 +175,48 @@ class PooledStore:
         now = await self._pool_of(namespace, fresh=True)
         return now if now is not asked else None
 
+    async def _at(
+        self,
+        namespace: str,
+        act: Callable[[PostgresStore], Awaitable[T]],
+        found: Callable[[T], bool] = lambda _: True,
+        *,
+        fresh: bool = False,
+    ) -> T:
+        """``act`` on the pool that holds ``namespace``.
+
+        When that pool finds nothing (``found`` says no, or NotFoundError) and the catalogue's
+        map now names another pool, the other is asked. While a move has the namespace (frozen
+        on its old pool, not yet active on its new one), the request waits, reading the map
+        again, up to ``move_wait_seconds``; then NamespaceMovingError (503) is the client's to
+        retry.
+        """
+        store = await self._pool_of(namespace, fresh=fresh)
+        deadline: float | None = None
+        for _ in range(STALE_MAP_ATTEMPTS):
+            try:
+                result = await act(store)
+            except NamespaceMovingError:
+                deadline = deadline or time.monotonic() + self.move_wait_seconds
+                while time.monotonic() < deadline:
+                    # No event crosses databases: poll the map, briefly (a freeze is short).
+                    await asyncio.sleep(MOVE_POLL_SECONDS)
+                    now = await self._pool_of(namespace, fresh=True)
+                    try:
+                        return await act(now)
+                    except NamespaceMovingError:
+                        continue
+                raise
+            except NotFoundError:
+                if (moved := await self._moved_on(namespace, store)) is None:
+                    raise
+                store = moved
+                continue
+            if found(result) or (moved := await self._moved_on(namespace, store)) is None:
+                return result
+            store = moved
+        return await act(store)
+
     def _of(self, queue: Queue) -> PostgresStore:
         store = self.pools.get(queue.pool)
         if store is None:  # a queue of a pool no longer configured
@@ -171,9 +237,9 @@ class PooledStore:
         holder = await self.map.claim(name, chosen)
         if holder != chosen:
             held = self.pools.get(holder)
-            if held is not None and await held.namespace_exists(name):
+            if held is None or await self._at(name, lambda s: s.namespace_exists(name)):
                 raise ConflictError(f"namespace {name!r} already exists", namespace=name)
-            # Its creation was cut short (or its pool is gone): the name is free.
+            # Its creation was cut short: the name is free.
             if not await self.map.reclaim(name, holder, chosen):
                 raise ConflictError(f"namespace {name!r} already exists", namespace=name)
         return await self.pools[chosen].create_namespace(name, description)
@@ -206,17 +272,12 @@ class PooledStore:
         return sorted(found, key=lambda n: n.name)
 
     async def namespace_exists(self, name: str) -> bool:
-        store = await self._pool_of(name)
-        if await store.namespace_exists(name):
-            return True
-        now = await self._moved_on(name, store)
-        return now is not None and await now.namespace_exists(name)
+        return await self._at(name, lambda s: s.namespace_exists(name), bool)
 
     async def delete_namespace(self, name: str) -> bool:
-        store = await self._pool_of(name, fresh=True)
-        deleted = await store.delete_namespace(name)
+        deleted = await self._at(name, lambda s: s.delete_namespace(name), bool, fresh=True)
         if self._single is None or deleted:
-            await self.map.forget(name, store.pool)
+            await self.map.forget(name, (_acting.get() or self.pools[DEFAULT_POOL]).pool)
         return deleted
 
     # --- tokens ---------------------------------------------------------------------------------
@@ -229,15 +290,19 @@ class PooledStore:
         secret_hash: bytes,
         expires_at: datetime | None,
     ) -> Token:
-        store = await self._pool_of(namespace, fresh=True)
-        return await store.insert_token(namespace, token_id, label, secret_hash, expires_at)
+        return await self._at(
+            namespace,
+            lambda s: s.insert_token(namespace, token_id, label, secret_hash, expires_at),
+            fresh=True,
+        )
 
     async def list_tokens(self, namespace: str) -> list[Token]:
-        return await (await self._pool_of(namespace)).list_tokens(namespace)
+        return await self._at(namespace, lambda s: s.list_tokens(namespace))
 
     async def delete_token(self, namespace: str, token_id: str) -> bool:
-        store = await self._pool_of(namespace, fresh=True)
-        return await store.delete_token(namespace, token_id)
+        return await self._at(
+            namespace, lambda s: s.delete_token(namespace, token_id), bool, fresh=True
+        )
 
     async def find_token(self, secret_hash: bytes, namespace: str | None = None) -> Token | None:
         """The token, looked for in ``namespace``'s pool; without a namespace, in every pool."""
@@ -248,11 +313,9 @@ class PooledStore:
                     _acting.set(store)
                     return token
             return None
-        store = await self._pool_of(namespace)
-        token = await store.find_token(secret_hash)
-        if token is None and (now := await self._moved_on(namespace, store)) is not None:
-            token = await now.find_token(secret_hash)
-        return token
+        return await self._at(
+            namespace, lambda s: s.find_token(secret_hash), lambda t: t is not None
+        )
 
     async def confirm_lookups(self) -> None:
         store = _acting.get()
@@ -262,20 +325,12 @@ class PooledStore:
     # --- queues ---------------------------------------------------------------------------------
 
     async def get_queue(self, namespace: str, name: str) -> Queue | None:
-        store = await self._pool_of(namespace)
-        queue = await store.get_queue(namespace, name)
-        if queue is None and (now := await self._moved_on(namespace, store)) is not None:
-            queue = await now.get_queue(namespace, name)
-        return queue
+        return await self._at(
+            namespace, lambda s: s.get_queue(namespace, name), lambda q: q is not None
+        )
 
     async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
-        store = await self._pool_of(namespace)
-        try:
-            return await store.insert_queue(namespace, name, config)
-        except NotFoundError:
-            if (now := await self._moved_on(namespace, store)) is None:
-                raise
-            return await now.insert_queue(namespace, name, config)
+        return await self._at(namespace, lambda s: s.insert_queue(namespace, name, config))
 
     def update_queue(
         self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False
@@ -283,10 +338,10 @@ class PooledStore:
         return self._of(queue).update_queue(queue, changes, wake=wake)
 
     async def delete_queue(self, namespace: str, name: str) -> bool:
-        return await (await self._pool_of(namespace)).delete_queue(namespace, name)
+        return await self._at(namespace, lambda s: s.delete_queue(namespace, name), bool)
 
     async def list_queues(self, namespace: str) -> list[Queue]:
-        return await (await self._pool_of(namespace)).list_queues(namespace)
+        return await self._at(namespace, lambda s: s.list_queues(namespace))
 
     async def queue_counts(self, of: Sequence[Queue]) -> dict[int, dict[State, int]]:
         counts: dict[int, dict[State, int]] = {}

@@ -29,6 +29,16 @@ namespaces = sa.Table(
     sa.Column(
         "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
+    # active | incoming | frozen | moved (migration 0012: a namespace moving between pools)
+    sa.Column(
+        "state",
+        sa.Text,
+        sa.CheckConstraint(
+            "state IN ('active', 'incoming', 'frozen', 'moved')", name="namespaces_state_check"
+        ),
+        nullable=False,
+        server_default="active",
+    ),
 )
 
 tokens = sa.Table(
@@ -371,4 +381,40 @@ pool_identity = sa.Table(
     ),
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("number", sa.Integer, sa.CheckConstraint("number >= 0"), nullable=False),
+)
+
+# Moves of a namespace between pools (migration 0012, docs/adr/0015): the catalogue's journal,
+# and on the source pool the namespaces being moved out and the message keys changed since.
+namespace_moves = sa.Table(
+    "namespace_moves",
+    metadata,
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column(
+        "phase",
+        sa.Text,
+        sa.CheckConstraint(
+            "phase IN ('copying', 'frozen', 'flipped')", name="namespace_moves_phase_check"
+        ),
+        nullable=False,
+    ),
+    sa.Column(
+        "started_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+namespace_moves_out = sa.Table(
+    "namespace_moves_out", metadata, sa.Column("namespace", sa.Text, primary_key=True)
+)
+
+namespace_move_changes = sa.Table(
+    "namespace_move_changes",
+    metadata,
+    sa.Column("n", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("queue_id", sa.BigInteger, nullable=False),
+    sa.Column("id", sa.Text, nullable=False),
 )

@@ -35,11 +35,12 @@ def test_export_then_prune_from_the_command_line(cli, db, lake):
 
     exported = cli.invoke(main, ["pipeline", "export", "--lake", lake])
     assert exported.exit_code == 0, exported.output
-    assert json.loads(exported.output)["rows"] == 500
+    result = json.loads(exported.output)
+    assert result["rows"] == result["pools"]["default"]["rows"] == 500
 
     pruned = cli.invoke(main, ["pipeline", "prune-history", "--older-than-days", "30"])
     assert pruned.exit_code == 0, pruned.output
-    assert len(json.loads(pruned.output)["dropped"]) >= 2
+    assert len(json.loads(pruned.output)["pools"]["default"]["dropped"]) >= 2
     assert db.execute("SELECT count(*) FROM message_history").fetchone()[0] == 0
 
 
@@ -86,7 +87,7 @@ def test_enqueue_command_end_to_end(db, database_url: str, tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert (summary["read"], summary["enqueued"], summary["rejected"]) == (4, 2, 1)
-    assert summary["already_present"] == 1
+    assert (summary["already_present"], summary["pool"]) == (1, "default")
     assert summary["rejects_file"] == "orders.csv.rejects.jsonl"
     # Where the time went: Spark's start-up, the checks on its executors, the database's load.
     assert set(summary["seconds"]) == {"spark_start", "check", "load"}

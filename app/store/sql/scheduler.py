@@ -14,6 +14,18 @@ from sqlalchemy import TextClause, text
 from app.store.sql.listeners import NOTIFY_CHANNEL
 from app.store.sql.retry import LEASE_EXPIRY, retry_or_dead_letter
 
+# The queues of namespaces this database holds but does not serve (a move's copy coming in, or
+# the one left behind: migration 0012). Every pass below leaves their messages alone (the
+# statements' :resting): the pool that serves the namespace does that work, and the copy
+# follows it.
+QUEUES_RESTING: Final[TextClause] = text(
+    """
+    SELECT coalesce(array_agg(q.id), '{}') AS resting
+    FROM queues q JOIN namespaces n ON n.name = q.namespace
+    WHERE n.state <> 'active'
+    """
+)
+
 # invisible -> pending for messages whose visible_at has passed (messages_invisible_idx), and a
 # NOTIFY per queue so long-polling consumers wake.
 MESSAGES_PROMOTE_IF_DUE: Final[TextClause] = text(
@@ -21,6 +33,7 @@ MESSAGES_PROMOTE_IF_DUE: Final[TextClause] = text(
     WITH due AS (
         SELECT queue_id, id FROM messages
         WHERE state = 'invisible' AND visible_at <= now()
+          AND queue_id <> ALL(CAST(:resting AS bigint[]))
         ORDER BY visible_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -44,6 +57,7 @@ MESSAGES_RELEASE_IF_LEASE_EXPIRED: Final[TextClause] = text(
     WITH expired AS (
         SELECT queue_id, id FROM messages
         WHERE state = 'running' AND lease_expires_at <= now()
+          AND queue_id <> ALL(CAST(:resting AS bigint[]))
         ORDER BY lease_expires_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -72,6 +86,7 @@ MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
         SELECT queue_id, id, state = 'running' AND exclusive_value IS NOT NULL AS frees_value
         FROM messages
         WHERE expires_at <= now() AND state IN ('invisible', 'pending', 'running')
+          AND queue_id <> ALL(CAST(:resting AS bigint[]))
         ORDER BY expires_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -142,6 +157,7 @@ MESSAGES_ARCHIVE_PAST_RETENTION: Final[TextClause] = text(
             LIMIT :batch
             FOR UPDATE SKIP LOCKED
         ) AS d
+        WHERE q.id <> ALL(CAST(:resting AS bigint[]))
         LIMIT :batch
     ),
     moved AS (
@@ -176,6 +192,7 @@ MESSAGES_ARCHIVE_DAYS: Final[TextClause] = text(
         ORDER BY m.finished_at
         LIMIT :batch
     ) AS m
+    WHERE q.id <> ALL(CAST(:resting AS bigint[]))
     """
 )
 
