@@ -90,8 +90,10 @@ async def test_a_move_carries_every_message_queue_and_token_as_they_were(
         )
         == 0
     )
-    # It serves from the target, leases and tokens included.
+    # It serves from the target, leases, tokens and ids included.
     assert (await pooled.authenticate(issued.secret, "ns")) is not None
+    [again] = await pooled.enqueue("ns", "q", [NewMessage(id="done")])
+    assert not again.created  # the id still names the message that moved
     done = await pooled.complete("ns", "q", "run", lease)
     assert done.state is State.COMPLETED
     [waiting] = await pooled.dequeue("ns", "q")

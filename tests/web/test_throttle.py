@@ -87,11 +87,13 @@ async def test_no_token_is_looked_up_while_an_address_is_refused(
         attacker = server.client_at(ATTACKER)
         service = server.app.state.runtime.service
         looked_up: list[str] = []
-        authenticate: Callable[[str], Awaitable[Principal | None]] = service.authenticate
+        authenticate: Callable[[str, str | None], Awaitable[Principal | None]] = (
+            service.authenticate
+        )
 
-        async def counting(token: str) -> Principal | None:
+        async def counting(token: str, namespace: str | None = None) -> Principal | None:
             looked_up.append(token)
-            return await authenticate(token)
+            return await authenticate(token, namespace)
 
         monkeypatch.setattr(service, "authenticate", counting)
         assert (await attacker.get("/v1/namespaces", headers=WRONG)).status_code == 401
