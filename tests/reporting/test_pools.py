@@ -46,15 +46,17 @@ def cli(database_url: str, pool_b_url: str, monkeypatch: pytest.MonkeyPatch) -> 
         get_settings.cache_clear()
 
 
-def _reads_the_views(dsn: str) -> bool:
-    """Whether a session on ``dsn`` starts on the reporting schema and may read its views."""
+def _reads_the_views(dsn: str) -> str | None:
+    """The pool a session on ``dsn`` reads (``reporting.pool``), if it starts on the reporting
+    schema and may read its views; else None."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SHOW search_path").fetchone() == ("reporting",)
         try:
             conn.execute("SELECT count(*) FROM messages").fetchone()
+            row = conn.execute("SELECT name FROM pool").fetchone()
         except errors.InsufficientPrivilege:
-            return False
-    return True
+            return None
+    return row[0] if row else None
 
 
 def test_create_reader_grants_on_every_pool_with_one_line_each(
@@ -71,5 +73,5 @@ def test_create_reader_grants_on_every_pool_with_one_line_each(
     assert "messages" in lines[-1]
     # The role is cluster-wide (both pools are on the test server): one password, shown once.
     assert sum("shown only now" in line for line in lines) == 1
-    for url in (database_url, pool_b_url):
-        assert _reads_the_views(as_role(psycopg_dsn(url), role))
+    for url, pool in ((database_url, "default"), (pool_b_url, "b")):
+        assert _reads_the_views(as_role(psycopg_dsn(url), role)) == pool

@@ -28,6 +28,7 @@ VIEWS = [
     "attempts_distribution",
     "dead_letters",
     "messages",
+    "pool",
     "queue_depth",
     "run_time_hourly",
     "throughput_hourly",
