@@ -117,6 +117,9 @@ def test_two_workers_metrics_add_up_and_a_dead_worker_is_forgotten(return_direct
     assert len(workers) == 2, workers
     # Both workers report their pool (sampled at startup): the scrape adds the two up.
     wait_for(lambda: scrape(base).get("sundial_db_pool_size") == 2 * POOL_SIZE, "both pools")
+    # One series per Sundial pool (here the one database, "default"), added up over workers.
+    sizes = [(labels, v) for name, labels, v in samples(base) if name == "sundial_db_pool_size"]
+    assert sizes == [({"pool": "default"}, 2 * POOL_SIZE)]
 
     assert httpx.post(f"{base}/v1/namespaces", json={"name": "m"}, headers=HEADERS).is_success
     queue = f"{base}/v1/namespaces/m/queues/q"
@@ -132,6 +135,12 @@ def test_two_workers_metrics_add_up_and_a_dead_worker_is_forgotten(return_direct
     wait_for(
         lambda: scrape(base).get("sundial_queue_messages:pending") == enqueues,
         "a fresh database reading",
+    )
+    # The depth is the pool's: labelled with it (each worker has its reading, so wait for one).
+    pending = {"pool": "default", "namespace": "m", "queue": "q", "state": "pending"}
+    wait_for(
+        lambda: ("sundial_queue_messages", pending, enqueues) in samples(base),
+        "the depth labelled with its pool",
     )
     for _ in range(6):  # several scrapes, answered by either worker: always the full totals
         totals = scrape(base)

@@ -30,7 +30,7 @@ from app.core.models import DEFAULT_POOL
 from app.dashboard import DashboardPlugin
 from app.observability import endpoint as metrics_endpoint
 from app.observability.http import http_metrics
-from app.observability.server import ServerMetrics
+from app.observability.server import ServerMetrics, metered_pools
 from app.scheduler import Scheduler
 from app.web.errors import EXCEPTION_HANDLERS
 from app.web.ratelimit import RateLimiter
@@ -68,9 +68,7 @@ def _lifespan(
         service = database.build_service(engines, settings)
         metrics_token = settings.metrics_token
         metrics = app.state.metrics = ServerMetrics(
-            catalogue,
-            pools[DEFAULT_POOL].waiters,
-            schedulers[0] if schedulers else None,
+            metered_pools(pools, schedulers),
             metrics_token.get_secret_value() if metrics_token else None,
         )
         service.observer = metrics.observer

@@ -6,6 +6,10 @@ Reads that :class:`app.core.service.QueueService` already answers (queues, count
 queries) go through it; the rest goes through :class:`InsightsStore`, which
 :class:`app.store.insights.PostgresInsights` provides. Every series is bucketed by minute of
 the database clock, over a window that ends with the current (partial) minute.
+
+The overview reads every pool (docs/scaling.md) on its own: a pool that does not answer is
+shown as unavailable, with the names of the namespaces the catalogue places on it, and the other
+pools' namespaces and queues as usual.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from app.core import validation
-from app.core.errors import ValidationError
+from app.core.errors import NotFoundError, UnavailableError, ValidationError
 from app.core.models import Namespace, Queue
 from app.core.service import QueueService
 from app.core.service.queues import QueueDetail
@@ -126,12 +130,40 @@ class QueueSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolNamespaces:
+    """One pool's namespaces, as the overview reads them from the pool itself."""
+
+    pool: str
+    namespaces: list[Namespace] | None
+    """The namespaces the pool holds, by name; None when the pool did not answer."""
+    placed: list[str]
+    """The names of the namespaces the catalogue places on the pool, by name (what is known of
+    them when the pool does not answer; empty when the catalogue did not answer either)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSummary:
+    """One pool in the overview: whether it answered, its namespaces (and those whose queues
+    could not be read: all of them when it did not answer), and the messages waiting (pending or
+    delayed) and running in the namespaces read (None when it did not answer)."""
+
+    name: str
+    available: bool
+    namespaces: list[str]
+    unavailable_namespaces: list[str]
+    waiting: int | None
+    running: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
-    """Every namespace and queue, and the whole server's throughput."""
+    """Every namespace and queue of the pools that answered, the whole server's throughput, and
+    every pool (in the server's order, ``default`` first)."""
 
     namespaces: list[Namespace]
     queues: list[QueueSummary]
     throughput: Throughput
+    pools: list[PoolSummary]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +187,11 @@ class InsightsStore(Protocol):
         self, queue: Queue, scan_limit: int, limit: int
     ) -> tuple[list[RunningValue], int]: ...
     async def oldest_pending_ages(self, queues: Sequence[Queue]) -> dict[int, float]: ...
+    async def namespaces_by_pool(self) -> list[PoolNamespaces]:
+        """Every pool's namespaces, each pool read on its own (one that does not answer is
+        reported so, not raised), in the server's order of pools."""
+        ...
+
     async def delete_messages(
         self, queue: Queue, ids: Sequence[str], states: Sequence[State]
     ) -> list[str]: ...
@@ -172,16 +209,43 @@ class QueueInsights:
         self.store = store
 
     async def overview(self) -> Overview:
-        """Every namespace, every queue with its counts and oldest pending age, and the
-        throughput of all queues together."""
-        namespaces = await self.service.list_namespaces()
+        """Every namespace, every queue with its counts and oldest pending age, the throughput
+        of all queues together, and every pool's load; a pool that does not answer is reported
+        as unavailable and the rest is shown without it."""
+        namespaces: list[Namespace] = []
         rows: list[tuple[Queue, dict[State, int]]] = []
-        for namespace in namespaces:
-            rows.extend(await self.service.list_queues(namespace.name))
+        pools: list[PoolSummary] = []
+        for found in await self.store.namespaces_by_pool():
+            if found.namespaces is None:
+                down = PoolSummary(found.pool, False, found.placed, list(found.placed), None, None)
+                pools.append(down)
+                continue
+            read = await self._queues_of(found.namespaces)
+            namespaces.extend(n for n in found.namespaces if read.get(n.name) is not None)
+            theirs = [row for queues in read.values() if queues is not None for row in queues]
+            rows.extend(theirs)
+            pools.append(_pool_summary(found.pool, read, theirs))
+        namespaces.sort(key=lambda n: n.name)
         ages = await self.store.oldest_pending_ages([q for q, _ in rows])
         summaries = [QueueSummary(q, counts, ages.get(q.id)) for q, counts in rows]
         throughput = await self._throughput([q for q, _ in rows])
-        return Overview(namespaces, summaries, throughput)
+        return Overview(namespaces, summaries, throughput, pools)
+
+    async def _queues_of(
+        self, namespaces: Sequence[Namespace]
+    ) -> dict[str, list[tuple[Queue, dict[State, int]]] | None]:
+        """The queues of each of one pool's ``namespaces`` with their counts, by namespace:
+        None for a namespace whose queues cannot be read now (its pool stopped answering, or
+        it is moving between pools); a namespace deleted meanwhile is left out."""
+        read: dict[str, list[tuple[Queue, dict[State, int]]] | None] = {}
+        for namespace in namespaces:
+            try:
+                read[namespace.name] = await self.service.list_queues(namespace.name)
+            except NotFoundError:
+                continue
+            except UnavailableError:
+                read[namespace.name] = None
+        return read
 
     async def queue_activity(self, namespace: str, name: str) -> QueueActivity:
         """What the queue page shows."""
@@ -242,6 +306,19 @@ class QueueInsights:
             p95_seconds=[row.p95_seconds if row else None for row in minutes],
             max_seconds=[row.max_seconds if row else None for row in minutes],
         )
+
+
+def _pool_summary(
+    name: str,
+    read: dict[str, list[tuple[Queue, dict[State, int]]] | None],
+    rows: Sequence[tuple[Queue, dict[State, int]]],
+) -> PoolSummary:
+    """A pool that answered: its namespaces (``read``: their queues, None where they could not
+    be read), and the messages waiting and running in its queues ``rows``."""
+    waiting = sum(c.get(State.PENDING, 0) + c.get(State.INVISIBLE, 0) for _, c in rows)
+    running = sum(c.get(State.RUNNING, 0) for _, c in rows)
+    unread = [namespace for namespace, queues in read.items() if queues is None]
+    return PoolSummary(name, True, list(read), unread, waiting, running)
 
 
 def window_times(start: datetime, step_seconds: int, points: int) -> list[datetime]:

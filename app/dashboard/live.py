@@ -6,7 +6,13 @@ from typing import Any
 
 from litestar import get
 
-from app.core.insights import ExclusiveActivity, QueueSummary, Throughput, WaitTimes
+from app.core.insights import (
+    ExclusiveActivity,
+    PoolSummary,
+    QueueSummary,
+    Throughput,
+    WaitTimes,
+)
 from app.dashboard.common import insights, queue_path
 from app.dashboard.common import overview as cached_overview
 from app.dashboard.format import STATE_ORDER, duration, epoch
@@ -19,12 +25,24 @@ def _summary(summary: QueueSummary) -> dict[str, Any]:
         "key": f"{queue.namespace}/{queue.name}",
         "namespace": queue.namespace,
         "name": queue.name,
+        "pool": queue.pool,
         "url": queue_path(queue.namespace, queue.name),
         "counts": {str(s): summary.counts.get(s, 0) for s in STATE_ORDER},
         "oldest_pending_age_seconds": summary.oldest_pending_age_seconds,
         "oldest_pending_age": duration(summary.oldest_pending_age_seconds),
         "enqueue_paused": queue.config.enqueue_paused,
         "dequeue_paused": queue.config.dequeue_paused,
+    }
+
+
+def _pool(pool: PoolSummary) -> dict[str, Any]:
+    return {
+        "name": pool.name,
+        "available": pool.available,
+        "namespaces": pool.namespaces,
+        "unavailable_namespaces": pool.unavailable_namespaces,
+        "waiting": pool.waiting,
+        "running": pool.running,
     }
 
 
@@ -78,11 +96,13 @@ def _exclusive(activity: ExclusiveActivity | None) -> dict[str, Any] | None:
 
 @get("/overview")
 async def overview_data(request: AnyRequest) -> dict[str, Any]:
-    """Every queue's counts and oldest pending age, and the last hour's throughput."""
+    """Every queue's counts and oldest pending age, the last hour's throughput, and every
+    pool's state and load (as the overview page shows them)."""
     found = await cached_overview(request)
     return {
         "queues": [_summary(s) for s in found.queues],
         "throughput": _throughput(found.throughput),
+        "pools": [_pool(p) for p in found.pools],
     }
 
 

@@ -3,9 +3,10 @@ worker processes are added up. See docs/monitoring.md for the list and their mea
 
 - :mod:`~app.observability.metrics`: the process metrics (counters, gauges), one definition each.
 - :mod:`~app.observability.observer`: the queue service's hook that counts committed changes.
-- :mod:`~app.observability.sampler`: a per-process task that samples the pool, long-poll waiters
-  and the scheduler into gauges and counters.
-- :mod:`~app.observability.database`: the database-wide gauges, from one cached query per scrape.
+- :mod:`~app.observability.sampler`: a per-process task per pool that samples its connection
+  pool, long-poll waiters and scheduler into gauges and counters.
+- :mod:`~app.observability.database`: the database-wide gauges, from one cached query per pool
+  and scrape.
 - :mod:`~app.observability.multiprocess`: the per-run directory that ``sundial serve`` workers
   share, and cleanup after dead workers.
 - :mod:`~app.observability.server`: the per-process bundle the app starts and stops.

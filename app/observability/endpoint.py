@@ -2,9 +2,9 @@
 :mod:`app.observability.http`.
 
 A scrape renders the process metrics (this process's, or with several workers every worker's,
-added up from the shared directory) and the database-wide gauges of
-:mod:`app.observability.database`, exactly once each, with per-queue series of the queues that
-exist when the scrape is answered (:mod:`app.observability.existing`).
+added up from the shared directory) and the database-wide gauges of every pool
+(:mod:`app.observability.database`), exactly once each, with per-queue series of the queues that
+exist in the pools that answer when the scrape is answered (:mod:`app.observability.existing`).
 
 Open by default; with ``SUNDIAL_METRICS_TOKEN`` set, a scrape must present
 ``Authorization: Bearer <that token>`` (else 401 ``unauthorized``).
@@ -12,8 +12,9 @@ Open by default; with ``SUNDIAL_METRICS_TOKEN`` set, a scrape must present
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from litestar import Response, get
@@ -28,7 +29,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from app.observability import multiprocess
-from app.observability.database import DatabaseCollector, Reading
+from app.observability.database import DatabaseCollector, PoolReading
 from app.observability.existing import ExistingQueuesOnly
 from app.observability.server import ServerMetrics
 from app.web import throttle
@@ -53,9 +54,10 @@ def server_metrics(connection: ASGIConnection[Any, Any, Any, Any]) -> ServerMetr
     return value
 
 
-def render(reading: Reading, now: float, existing: Collection[int] | None = None) -> bytes:
-    """The exposition text of one scrape: process metrics, then the database ``reading``, with
-    per-queue series of the queues whose ids are in ``existing`` only (None: no such series)."""
+def render(readings: Mapping[str, PoolReading], existing: Collection[int] | None = None) -> bytes:
+    """The exposition text of one scrape: process metrics, then each pool's database reading
+    (``readings`` by pool name), with per-queue series of the queues whose ids are in
+    ``existing`` only (None: no such series)."""
     registry = CollectorRegistry(auto_describe=False)
     source: Collector
     path = multiprocess.directory()
@@ -65,7 +67,7 @@ def render(reading: Reading, now: float, existing: Collection[int] | None = None
     else:
         source = _ProcessRegistry()
     registry.register(ExistingQueuesOnly(source, existing))
-    registry.register(DatabaseCollector(reading, now, existing))
+    registry.register(DatabaseCollector(readings, existing))
     return generate_latest(registry)
 
 
@@ -93,10 +95,10 @@ async def metrics_endpoint(request: ASGIConnection[Any, Any, Any, Any]) -> Respo
     metrics = server_metrics(request)
     if metrics.token is not None:
         await check_token(request, metrics.token)
-    reading = await metrics.database.reading()
-    existing = await metrics.existing_queues()  # read after the request arrived, never cached
-    now = metrics.database.recent.clock()
-    return Response(render(reading, now, existing), media_type=MEDIA_TYPE)
+    # Both at once, so a pool that does not answer costs one timeout, not two. The queues that
+    # exist are read after the request arrived, never cached.
+    readings, existing = await asyncio.gather(metrics.readings(), metrics.existing_queues())
+    return Response(render(readings, existing), media_type=MEDIA_TYPE)
 
 
 HANDLERS = [metrics_endpoint]

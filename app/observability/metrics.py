@@ -4,8 +4,9 @@ adds them up (:mod:`app.observability.multiprocess`).
 
 Label cardinality: message counters carry ``namespace`` and ``queue``, capped per process at
 :data:`MAX_QUEUE_SERIES` queues (the rest are counted under ``_other``); every other label takes a
-fixed, small set of values. Database-wide gauges are not here: they are computed at scrape time
-(:mod:`app.observability.database`) so each is reported once, not once per worker.
+fixed, small set of values (:data:`POOL`, the configured pools' names). Database-wide gauges are
+not here: they are computed at scrape time (:mod:`app.observability.database`) so each is
+reported once, not once per worker.
 
 Deleted queues: the message counters also carry :data:`QUEUE_ID`, the queue's identity, which a
 scrape never shows. A scrape keeps a counter's series only while that queue exists, and strips
@@ -84,26 +85,37 @@ PROMOTED = Counter(
 SCHEDULER_TICKS = Counter(
     "sundial_scheduler_ticks_total", "Maintenance ticks run while this process led."
 )
+
+# What a process holds of each pool (database, docs/scaling.md), labelled by the pool's name.
+# The "pool" of sundial_db_pool_* is the connection pool, one per Sundial pool.
+POOL: Final = "pool"
+"""The label naming the Sundial pool (database) a gauge is about."""
+
 SCHEDULER_LEADER = Gauge(
     "sundial_scheduler_leader",
-    "1 while this process's scheduler is the leader (summed over the server's live workers).",
+    "1 while this process's scheduler of the pool is the leader (summed over the server's live"
+    " workers).",
+    [POOL],
     multiprocess_mode="livesum",
 )
 
 LONGPOLL_WAITERS = Gauge(
     "sundial_longpoll_waiters",
-    "Dequeue requests parked waiting for a message (long polls).",
+    "Dequeue requests parked waiting for a message (long polls), by the pool of their queue.",
+    [POOL],
     multiprocess_mode="livesum",
 )
 
 POOL_CONNECTIONS = Gauge(
     "sundial_db_pool_connections",
-    "Database connections of the server's pools, by state (in_use, idle).",
-    ["state"],
+    "Connections of the server's connection pool to each pool's database, by state (in_use, idle).",
+    [POOL, "state"],
     multiprocess_mode="livesum",
 )
 POOL_SIZE = Gauge(
     "sundial_db_pool_size",
-    "Configured pool size (connections kept open); overflow may add as many again.",
+    "Configured connection pool size per pool's database (connections kept open); overflow may"
+    " add as many again.",
+    [POOL],
     multiprocess_mode="livesum",
 )

@@ -1,5 +1,6 @@
-"""A per-process task that copies what this process holds in memory (pool usage, parked long
-polls, scheduler leadership and results) into metrics.
+"""A per-process task per pool that copies what this process holds in memory of the pool
+(connection pool usage, parked long polls, scheduler leadership and results) into metrics; the
+gauges carry the pool's name (``pool``), the scheduler's counters add up every pool's.
 
 Gauges are moved by the difference from what this sampler last reported, not set, so several
 apps in one process (tests) add up instead of overwriting each other.
@@ -15,6 +16,7 @@ from prometheus_client import Gauge
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 
+from app.core.models import DEFAULT_POOL
 from app.observability import metrics
 from app.web.waiters import WaiterRegistry
 
@@ -65,7 +67,8 @@ class _Reported:
 
 
 class Sampler:
-    """Samples this process's pool, long polls and scheduler into metrics."""
+    """Samples what this process holds of one pool (``pool``, its name): the connection pool of
+    ``engine``, the long polls parked in ``waiters`` and the pool's ``scheduler``."""
 
     def __init__(
         self,
@@ -73,16 +76,19 @@ class Sampler:
         waiters: WaiterRegistry,
         scheduler: SchedulerProgress | None,
         interval: float = SAMPLE_SECONDS,
+        *,
+        pool: str = DEFAULT_POOL,
     ) -> None:
+        self.pool = pool
         self.engine = engine
         self.waiters = waiters
         self.scheduler = scheduler
         self.interval = interval
-        self._waiters = _Reported(metrics.LONGPOLL_WAITERS)
-        self._in_use = _Reported(metrics.POOL_CONNECTIONS.labels("in_use"))
-        self._idle = _Reported(metrics.POOL_CONNECTIONS.labels("idle"))
-        self._size = _Reported(metrics.POOL_SIZE)
-        self._leader = _Reported(metrics.SCHEDULER_LEADER)
+        self._waiters = _Reported(metrics.LONGPOLL_WAITERS.labels(pool))
+        self._in_use = _Reported(metrics.POOL_CONNECTIONS.labels(pool, "in_use"))
+        self._idle = _Reported(metrics.POOL_CONNECTIONS.labels(pool, "idle"))
+        self._size = _Reported(metrics.POOL_SIZE.labels(pool))
+        self._leader = _Reported(metrics.SCHEDULER_LEADER.labels(pool))
         self._tasks: list[asyncio.Task[None]] = []
 
     def sample(self) -> None:
@@ -99,10 +105,14 @@ class Sampler:
     async def start(self) -> None:
         """Start sampling (and following the scheduler's ticks) in the background."""
         self.sample()
-        self._tasks.append(asyncio.create_task(self._sample_forever(), name="sundial-metrics"))
+        self._tasks.append(
+            asyncio.create_task(self._sample_forever(), name=f"sundial-metrics-{self.pool}")
+        )
         if self.scheduler is not None:
             self._tasks.append(
-                asyncio.create_task(self._follow_ticks(self.scheduler), name="sundial-tick-metrics")
+                asyncio.create_task(
+                    self._follow_ticks(self.scheduler), name=f"sundial-tick-metrics-{self.pool}"
+                )
             )
 
     async def stop(self) -> None:

@@ -1,10 +1,11 @@
 """The dashboard's reads (:mod:`app.core.insights`) on PostgreSQL: runs the bounded,
 index-backed statements of :mod:`app.store.sql.insights` and turns their rows into the core's
-values.
+values, per pool (docs/scaling.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -12,8 +13,16 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.core.insights import OUTCOMES, MinuteCount, MinuteWait, Outcome, RunningValue
-from app.core.models import DEFAULT_POOL, Queue
+from app.core.errors import UnavailableError
+from app.core.insights import (
+    OUTCOMES,
+    MinuteCount,
+    MinuteWait,
+    Outcome,
+    PoolNamespaces,
+    RunningValue,
+)
+from app.core.models import DEFAULT_POOL, Namespace, Queue
 from app.core.states import State
 from app.store.connections import available
 from app.store.sql.insights import (
@@ -22,7 +31,9 @@ from app.store.sql.insights import (
     MESSAGES_RUNNING_EXCLUSIVE_WITH_BLOCKED,
     MESSAGES_THROUGHPUT_PER_MINUTE,
     MESSAGES_WAIT_TIMES_PER_MINUTE,
+    NAMESPACES_LIST,
 )
+from app.store.sql.pools import NAMESPACE_POOLS
 
 T = TypeVar("T")
 Call = Coroutine[Any, Any, T]
@@ -110,6 +121,28 @@ class PostgresInsights:
             )
             return {row.queue_id: row.age for row in rows if row.age is not None}
 
+    async def namespaces_of(self, pool: str) -> PoolNamespaces:
+        """The namespaces this database holds, as the pool named ``pool``; a database that does
+        not answer is reported so (``namespaces`` None), not raised."""
+        try:
+            async with self._connect() as conn:
+                rows = (await conn.execute(NAMESPACES_LIST)).all()
+        except UnavailableError:
+            return PoolNamespaces(pool, None, [])
+        found = [Namespace(row.name, row.description, row.created_at, pool=pool) for row in rows]
+        return PoolNamespaces(pool, found, [n.name for n in found])
+
+    async def namespace_pools(self) -> dict[str, str]:
+        """The catalogue's map (this database must be the catalogue's): every namespace's
+        pool."""
+        async with self._connect() as conn:
+            rows = (await conn.execute(NAMESPACE_POOLS)).all()
+        return {row.namespace: row.pool for row in rows}
+
+    async def namespaces_by_pool(self) -> list[PoolNamespaces]:
+        """This database's namespaces, as the only pool, ``default``."""
+        return [await self.namespaces_of(DEFAULT_POOL)]
+
     async def delete_messages(
         self, queue: Queue, ids: Sequence[str], states: Sequence[State]
     ) -> list[str]:
@@ -157,7 +190,40 @@ class PooledInsights:
             ages.update(await self._pools[pool].oldest_pending_ages(mine))
         return ages
 
+    async def namespaces_by_pool(self) -> list[PoolNamespaces]:
+        """Every pool's namespaces, all pools read at once; with several pools, each lists only
+        the namespaces the catalogue places on it (a namespace moving between pools is listed
+        once), and a pool that does not answer is named with those the catalogue places on it."""
+        names = list(self._pools)
+        if len(names) == 1:
+            return [await self._pools[names[0]].namespaces_of(names[0])]
+        placed, found = await asyncio.gather(
+            self._placed(),
+            asyncio.gather(*(self._pools[name].namespaces_of(name) for name in names)),
+        )
+        return [_as_placed(pool, placed) for pool in found]
+
+    async def _placed(self) -> dict[str, str] | None:
+        """The catalogue's map of namespaces to pools; None when the catalogue does not
+        answer."""
+        try:
+            return await self._pools[DEFAULT_POOL].namespace_pools()
+        except UnavailableError:
+            return None
+
     def delete_messages(
         self, queue: Queue, ids: Sequence[str], states: Sequence[State]
     ) -> Call[list[str]]:
         return self._pools[queue.pool].delete_messages(queue, ids, states)
+
+
+def _as_placed(found: PoolNamespaces, placed: Mapping[str, str] | None) -> PoolNamespaces:
+    """``found`` with only the namespaces the catalogue's map ``placed`` puts on its pool, and
+    the names it puts there (``placed`` None, the catalogue did not answer: ``found`` as read)."""
+    if placed is None:
+        return found
+    names = sorted(name for name, pool in placed.items() if pool == found.pool)
+    if found.namespaces is None:
+        return PoolNamespaces(found.pool, None, names)
+    mine = [n for n in found.namespaces if placed.get(n.name) == found.pool]
+    return PoolNamespaces(found.pool, mine, names)

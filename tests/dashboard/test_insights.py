@@ -7,15 +7,16 @@ Time moves by shifting timestamps back with SQL (tests/helpers.py), never by sle
 from __future__ import annotations
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.bootstrap.database import build_insights
 from app.core.errors import NotFoundError, ValidationError
-from app.core.insights import WINDOW_MINUTES, QueueInsights
+from app.core.insights import WINDOW_MINUTES, PoolNamespaces, QueueInsights
 from app.core.models import NewMessage
 from app.core.service import QueueService
 from app.core.states import State
 from app.store import maintenance
+from app.store.insights import PostgresInsights
 from tests.helpers import make_queue, scalar, shift_back, states_of
 
 NOW = WINDOW_MINUTES - 1  # the index of the current minute in a series
@@ -220,3 +221,19 @@ async def test_series_start_is_the_database_minute_an_hour_ago(
     expected = await scalar(engine, "SELECT date_trunc('minute', now()) - interval '59 minutes'")
     # the same minute (or the next one, if a minute turned between the two statements)
     assert 0 <= (expected - series.start).total_seconds() <= 60
+
+
+async def test_a_database_that_does_not_answer_is_reported_not_raised(
+    insights: QueueInsights, service: QueueService
+) -> None:
+    await make_queue(service, "ns", "q")
+    found = await insights.store.namespaces_by_pool()
+    assert [(p.pool, [n.name for n in p.namespaces or []], p.placed) for p in found] == [
+        ("default", ["ns"], ["ns"])
+    ]
+    unreachable = create_async_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    try:
+        down = await PostgresInsights(unreachable).namespaces_of("b")
+    finally:
+        await unreachable.dispose()
+    assert down == PoolNamespaces("b", None, [])

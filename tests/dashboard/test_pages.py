@@ -46,11 +46,26 @@ async def test_overview_shows_namespaces_queues_and_counts(
     assert re.search(r'data-q="shop/emails" data-count="pending">3<', html)
     assert 'data-chart="throughput"' in html
 
+    # One database: no Pools card and no pool beside the namespaces, as before pools.
+    assert 'id="pools"' not in html
+    assert "data-ns-pool" not in html
+
     data = (await signed_in.get("/dashboard/api/overview")).json()
     emails = next(q for q in data["queues"] if q["key"] == "shop/emails")
     assert emails["counts"]["pending"] == 3
+    assert emails["pool"] == "default"
     assert data["throughput"]["totals"]["enqueued"] == 3
     assert len(data["throughput"]["enqueued"]) == 60
+    assert data["pools"] == [
+        {
+            "name": "default",
+            "available": True,
+            "namespaces": ["empty", "shop"],
+            "unavailable_namespaces": [],
+            "waiting": 3,
+            "running": 0,
+        }
+    ]
 
 
 async def test_queue_page_shows_configuration_charts_and_exclusive_values(

@@ -1,6 +1,7 @@
 """The database's gauges in ``GET /metrics``: queue depth, oldest pending age and scheduler lag
-of this test's database, dead tuples from PostgreSQL's statistics, one read per period however
-many scrape, and an unreachable database reported as a metric rather than an error."""
+of this test's database (the pool ``default``), dead tuples from PostgreSQL's statistics, one
+read per period however many scrape, and an unreachable database reported as a metric rather
+than an error. tests/pools/test_pool_metrics.py has them with two pools."""
 
 from __future__ import annotations
 
@@ -39,15 +40,18 @@ async def test_queue_depth_oldest_pending_age_and_scheduler_lag(alpha, queue, en
             )
         )
     samples = await scrape(alpha)
-    q = {"namespace": "alpha", "queue": "q"}
-    assert value(samples, "sundial_database_up") == 1
+    pool = {"pool": "default"}
+    q = {**pool, "namespace": "alpha", "queue": "q"}
+    assert value(samples, "sundial_database_up", **pool) == 1
     assert value(samples, "sundial_queue_messages", **q, state="pending") == 1
     assert value(samples, "sundial_queue_messages", **q, state="running") == 1
     assert value(samples, "sundial_queue_messages", **q, state="invisible") == 1
     assert 40 <= value(samples, "sundial_queue_oldest_pending_age_seconds", **q) < 100
-    assert 30 <= value(samples, "sundial_scheduler_lag_seconds", work="promotion") < 100
-    assert 20 <= value(samples, "sundial_scheduler_lag_seconds", work="lease_release") < 100
-    assert value(samples, "sundial_scheduler_lag_seconds", work="expiry") == 0
+    lag = "sundial_scheduler_lag_seconds"
+    assert 30 <= value(samples, lag, **pool, work="promotion") < 100
+    assert 20 <= value(samples, lag, **pool, work="lease_release") < 100
+    assert (lag, frozenset({**pool, "work": "expiry"}.items())) in samples
+    assert value(samples, lag, **pool, work="expiry") == 0
 
 
 async def test_dead_tuples_come_from_the_statistics(alpha, queue, engine):
@@ -60,10 +64,11 @@ async def test_dead_tuples_come_from_the_statistics(alpha, queue, engine):
         await conn.execute(text("SELECT pg_stat_force_next_flush()"))
         await conn.commit()
     samples = await scrape(alpha)
-    assert value(samples, "sundial_table_dead_tuples", table="messages") >= 5
+    assert value(samples, "sundial_table_dead_tuples", pool="default", table="messages") >= 5
     # Live tuples are reported too (their figure depends on when the enqueue's session hands
     # in its statistics, so only its presence is certain here).
-    assert ("sundial_table_live_tuples", frozenset({("table", "messages")})) in samples
+    live = frozenset({("pool", "default"), ("table", "messages")})
+    assert ("sundial_table_live_tuples", live) in samples
 
 
 async def test_the_database_is_read_once_per_period_however_many_scrape(alpha, queue, engine):
@@ -75,7 +80,7 @@ async def test_the_database_is_read_once_per_period_however_many_scrape(alpha, q
 
     event.listen(engine.sync_engine, "before_cursor_execute", count)
     try:
-        cache = server_metrics(alpha).database
+        cache = server_metrics(alpha).databases["default"]
         now = [1000.0]
         cache.recent.clock = lambda: now[0]
         await asyncio.gather(*(scrape(alpha) for _ in range(5)))
@@ -91,21 +96,26 @@ async def test_the_database_is_read_once_per_period_however_many_scrape(alpha, q
 async def test_an_unreachable_database_is_a_metric_not_an_error():
     engine = create_async_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
     try:
-        reading = await DatabaseStatsCache(engine, timeout=5).reading()
+        reading = await DatabaseStatsCache(engine, timeout=5).current()
     finally:
         await engine.dispose()
     assert reading.stats is None
-    samples = parse(render(reading, reading.taken_at).decode())
-    assert value(samples, "sundial_database_up") == 0
+    samples = parse(render({"default": reading}).decode())
+    assert ("sundial_database_up", frozenset({("pool", "default")})) in samples
+    assert value(samples, "sundial_database_up", pool="default") == 0
     assert not any(name == "sundial_queue_messages" for name, _ in samples)
+    # Without any pool's reading, a scrape holds the process metrics only.
+    assert not any(name == "sundial_database_up" for name, _ in parse(render({}).decode()))
 
 
 async def test_scrape_answers_while_the_database_is_unreachable(anonymous):
-    cache = server_metrics(anonymous).database
+    cache = server_metrics(anonymous).databases["default"]
     cache.engine = create_async_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
     try:
         samples = await scrape(anonymous)
     finally:
         await cache.engine.dispose()
-    assert value(samples, "sundial_database_up") == 0
-    assert ("sundial_db_pool_size", frozenset()) in samples  # process metrics still there
+    assert ("sundial_database_up", frozenset({("pool", "default")})) in samples
+    assert value(samples, "sundial_database_up", pool="default") == 0
+    # Process metrics still there.
+    assert ("sundial_db_pool_size", frozenset({("pool", "default")})) in samples

@@ -47,7 +47,7 @@ async def test_a_metrics_token_guards_metrics(guarded: Caller, authorization: st
     assert METRICS_TOKEN not in refused.text
     allowed = await guarded.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
     assert allowed.status_code == 200
-    assert "sundial_database_up 1.0" in allowed.text
+    assert 'sundial_database_up{pool="default"} 1.0' in allowed.text
     # The token guards /metrics only: the other operations endpoints stay open.
     assert (await guarded.get("/healthz")).status_code == 200
 

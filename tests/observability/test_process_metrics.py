@@ -1,6 +1,6 @@
 """The process's metrics after real traffic through the API: message counters move only for
 committed changes, request latency is labelled by route template, and the long-poll waiters and
-the connection pool are reported as sampled.
+the connection pool are reported as sampled, labelled with their pool (``default``).
 
 Process metrics add up over the tests of a run: counters are compared before and after."""
 
@@ -68,7 +68,7 @@ async def test_http_latency_is_labelled_by_route_template(alpha, queue):
 
 async def test_long_poll_waiters_and_pool_usage(alpha, queue, engine):
     rt = alpha.runtime
-    sampler = server_metrics(alpha).sampler
+    sampler = server_metrics(alpha).samplers["default"]
     sampler.sample()
     before = await scrape(alpha)
     queue_id = (await rt.service.get_queue_or_404("alpha", "q")).id
@@ -81,8 +81,9 @@ async def test_long_poll_waiters_and_pool_usage(alpha, queue, engine):
     sampler.sample()
     after = await scrape(alpha)
     waiters = "sundial_longpoll_waiters"
-    assert value(during, waiters) - value(before, waiters) == 1
-    assert value(after, waiters) == value(before, waiters)
+    default = {"pool": "default"}
+    assert value(during, waiters, **default) - value(before, waiters, **default) == 1
+    assert value(after, waiters, **default) == value(before, waiters, **default)
     # The gauges add up every app of the process (a session-wide test server may be running
     # beside this one): this app's share is what goes away when its sampler withdraws. The
     # background sampling stops with it, so that a sample of its own cannot land while a scrape
@@ -93,14 +94,17 @@ async def test_long_poll_waiters_and_pool_usage(alpha, queue, engine):
     def ours(sample: Samples, name: str, **labels: str) -> float:
         return value(sample, name, **labels) - value(others, name, **labels)
 
-    assert ours(during, "sundial_db_pool_size") == engine.pool.size()  # type: ignore[attr-defined]
-    assert ours(during, "sundial_db_pool_connections", state="idle") >= 1  # earlier requests'
+    size = ours(during, "sundial_db_pool_size", **default)
+    assert size == engine.pool.size()  # type: ignore[attr-defined]
+    idle = ours(during, "sundial_db_pool_connections", **default, state="idle")
+    assert idle >= 1  # earlier requests'
     # The gauges report the pool's own figures at the moment of the sample.
     sampler.sample()
     pool = engine.pool
     at_sample = (pool.checkedout(), pool.checkedin())  # type: ignore[attr-defined]
     sampled = await scrape(alpha)
     reported = tuple(
-        ours(sampled, "sundial_db_pool_connections", state=state) for state in ("in_use", "idle")
+        ours(sampled, "sundial_db_pool_connections", **default, state=state)
+        for state in ("in_use", "idle")
     )
     assert reported == at_sample

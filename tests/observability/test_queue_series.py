@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 
 from app.core.readings import DatabaseStats, QueueDepth
 from app.observability import metrics
-from app.observability.database import DatabaseCollector, Reading
+from app.observability.database import DatabaseCollector, PoolReading
 from app.observability.existing import ExistingQueuesOnly
 from app.observability.observer import QueueLabels
 from tests.api.conftest import namespace_caller
@@ -48,20 +48,60 @@ def _depths() -> list[QueueDepth]:
     ]
 
 
-def _database_samples(queues: list[QueueDepth], existing: set[int] | None, limit: int) -> Samples:
-    stats = DatabaseStats(queues, 0, 0, 0, 1, [])
+def _pools_samples(
+    pools: dict[str, list[QueueDepth] | None], existing: set[int] | None, limit: int
+) -> Samples:
+    """The database gauges of readings with these queues per pool (None: it did not answer)."""
+    readings = {
+        pool: PoolReading(None if queues is None else DatabaseStats(queues, 0, 0, 0, 1, []), 0)
+        for pool, queues in pools.items()
+    }
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DatabaseCollector(Reading(stats, 0), 0, existing, queue_limit=limit))
+    registry.register(DatabaseCollector(readings, existing, queue_limit=limit))
     return parse(generate_latest(registry).decode())
+
+
+def _database_samples(queues: list[QueueDepth], existing: set[int] | None, limit: int) -> Samples:
+    return _pools_samples({"default": queues}, existing, limit)
 
 
 def test_database_gauges_fold_queues_beyond_the_cap_into_other():
     samples = _database_samples(_depths(), {1, 2, 3}, limit=1)
-    other = {"namespace": metrics.OTHER, "queue": metrics.OTHER}
-    assert value(samples, "sundial_queue_messages", namespace="n", queue="a", state="pending")
+    other = {"pool": "default", "namespace": metrics.OTHER, "queue": metrics.OTHER}
+    a, b = ({"pool": "default", "namespace": "n", "queue": q} for q in ("a", "b"))
+    assert value(samples, "sundial_queue_messages", **a, state="pending") == 2
     assert value(samples, "sundial_queue_messages", **other, state="pending") == 220
     assert value(samples, "sundial_queue_oldest_pending_age_seconds", **other) == 7.0
-    assert not value(samples, "sundial_queue_messages", namespace="n", queue="b", state="pending")
+    assert not value(samples, "sundial_queue_messages", **b, state="pending")
+
+
+def test_the_cap_counts_the_queues_of_every_pool_and_folds_each_pools_rest_apart():
+    # Two named queues over both pools, by name: n/a (default) and n/b (b); the rest of each
+    # pool is folded into its own _other, so that each pool's totals stay exact.
+    pools: dict[str, list[QueueDepth] | None] = {
+        "default": [QueueDepth("n", "a", 1, 2, 3, 5.0, 1), QueueDepth("n", "c", 4, 5, 6, 9.0, 3)],
+        "b": [QueueDepth("n", "b", 10, 20, 30, 7.0, 2), QueueDepth("n", "d", 0, 40, 0, 1.0, 4)],
+    }
+    samples = _pools_samples(pools, {1, 2, 3, 4}, limit=2)
+    named = {
+        (dict(labels)["pool"], dict(labels)["queue"])
+        for name, labels in samples
+        if name == "sundial_queue_messages"
+    }
+    assert named == {("default", "a"), ("b", "b"), ("default", metrics.OTHER), ("b", metrics.OTHER)}
+    other = {"namespace": metrics.OTHER, "queue": metrics.OTHER}
+    assert value(samples, "sundial_queue_messages", pool="default", **other, state="pending") == 5
+    assert value(samples, "sundial_queue_messages", pool="b", **other, state="pending") == 40
+    assert value(samples, "sundial_queue_oldest_pending_age_seconds", pool="b", **other) == 1.0
+    # A pool that did not answer: up 0 and the age of that reading, nothing else of it; its
+    # places under the cap go to the other pool's queues.
+    down = _pools_samples({**pools, "b": None}, {1, 2, 3, 4}, limit=2)
+    assert value(down, "sundial_database_up", pool="b") == 0
+    assert value(down, "sundial_database_up", pool="default") == 1
+    of_b = {name for name, labels in down if dict(labels).get("pool") == "b"}
+    assert of_b == {"sundial_database_up", "sundial_database_stats_age_seconds"}
+    c = {"pool": "default", "namespace": "n", "queue": "c"}
+    assert value(down, "sundial_queue_messages", **c, state="pending") == 5
 
 
 def test_database_gauges_show_only_queues_that_exist():
@@ -69,12 +109,12 @@ def test_database_gauges_show_only_queues_that_exist():
     samples = _database_samples(_depths(), {1, 3}, limit=1)
     queues = {dict(labels).get("queue") for name, labels in samples if "queue" in dict(labels)}
     assert queues == {"a", metrics.OTHER}
-    other = {"namespace": metrics.OTHER, "queue": metrics.OTHER}
+    other = {"pool": "default", "namespace": metrics.OTHER, "queue": metrics.OTHER}
     assert value(samples, "sundial_queue_messages", **other, state="pending") == 200
     # Existence unknown (the database did not answer): no per-queue gauge at all.
     unknown = _database_samples(_depths(), None, limit=10)
     assert not [name for name, labels in unknown if "queue" in dict(labels)]
-    assert value(unknown, "sundial_database_up") == 1
+    assert value(unknown, "sundial_database_up", pool="default") == 1
 
 
 class _Counted(Collector):
@@ -126,7 +166,7 @@ def _queue_samples(samples: Samples, **labels: str) -> dict[str, float]:
 async def test_a_deleted_queue_leaves_the_next_scrape_and_one_made_again_starts_fresh(alpha):
     name = f"gone-{uuid.uuid4().hex[:12]}"  # counters are the test process's: a name of its own
     base = f"/v1/namespaces/alpha/queues/{name}"
-    cache = server_metrics(alpha).database
+    cache = server_metrics(alpha).databases["default"]
     now = [1000.0]
     cache.recent.clock = lambda: now[0]  # the database reading stays the first one until moved
     assert (await alpha.put(base, json={})).status_code == 201
@@ -136,11 +176,12 @@ async def test_a_deleted_queue_leaves_the_next_scrape_and_one_made_again_starts_
     done = {"lease_id": leased["lease_id"]}
     assert (await alpha.post(f"{base}/messages/{leased['id']}/complete", json=done)).is_success
     labels = {"namespace": "alpha", "queue": name}
+    depth = {**labels, "pool": "default"}
     before = await scrape(alpha)
     assert value(before, "sundial_messages_enqueued_total", **labels) == 3
     assert value(before, "sundial_messages_completed_total", **labels) == 1
-    assert value(before, "sundial_queue_messages", **labels, state="pending") == 1
-    assert value(before, "sundial_queue_messages", **labels, state="invisible") == 1
+    assert value(before, "sundial_queue_messages", **depth, state="pending") == 1
+    assert value(before, "sundial_queue_messages", **depth, state="invisible") == 1
 
     assert (await alpha.delete(base)).status_code == 204
     # The cached reading still counts the queue's messages; the scrape leaves them out.
@@ -151,12 +192,12 @@ async def test_a_deleted_queue_leaves_the_next_scrape_and_one_made_again_starts_
     now[0] += cache.recent.ttl
     again = await scrape(alpha)
     fresh = _queue_samples(again, **labels)
-    assert fresh.pop("sundial_queue_oldest_pending_age_seconds[]") >= 0
+    assert fresh.pop("sundial_queue_oldest_pending_age_seconds[('pool', 'default')]") >= 0
     assert fresh == {
         "sundial_messages_enqueued_total[]": 1,
-        "sundial_queue_messages[('state', 'invisible')]": 0,
-        "sundial_queue_messages[('state', 'pending')]": 1,
-        "sundial_queue_messages[('state', 'running')]": 0,
+        "sundial_queue_messages[('pool', 'default'), ('state', 'invisible')]": 0,
+        "sundial_queue_messages[('pool', 'default'), ('state', 'pending')]": 1,
+        "sundial_queue_messages[('pool', 'default'), ('state', 'running')]": 0,
     }
     assert not [labels for _, labels in again if metrics.QUEUE_ID in dict(labels)]
 
@@ -172,7 +213,8 @@ async def test_a_deleted_namespace_takes_the_series_of_its_queues_along(admin):
     for queue in ("q1", "q2"):
         labels = {"namespace": namespace, "queue": queue}
         assert value(samples, "sundial_messages_enqueued_total", **labels) == 1
-        assert value(samples, "sundial_queue_messages", **labels, state="pending") == 1
+        depth = {**labels, "pool": "default"}
+        assert value(samples, "sundial_queue_messages", **depth, state="pending") == 1
 
     assert (await admin.delete(f"/v1/namespaces/{namespace}")).status_code == 204
     assert _queue_samples(await scrape(admin), namespace=namespace) == {}

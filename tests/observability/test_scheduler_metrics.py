@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.bootstrap.database import scheduling
 from app.bootstrap.server import create_app
 from app.core.maintenance import TickResult
-from app.observability.database import Reading
 from app.observability.endpoint import render
 from app.observability.sampler import Sampler
 from app.scheduler import Scheduler
@@ -41,7 +40,7 @@ async def test_ticks_that_finish_before_the_watcher_wakes_are_all_counted(engine
     sampler = Sampler(engine, WaiterRegistry(), scheduler)
 
     def expired_so_far() -> float:
-        return value(parse(render(Reading(None, 0), 0).decode()), "sundial_messages_expired_total")
+        return value(parse(render({}).decode()), "sundial_messages_expired_total")
 
     before = expired_so_far()
     await sampler.start()
@@ -62,7 +61,7 @@ async def test_ticks_that_finish_before_the_watcher_wakes_are_all_counted(engine
 
 async def test_scheduler_leadership_ticks_and_expiry_counts(scheduled: Caller, engine):
     caller = scheduled
-    sampler = server_metrics(caller).sampler
+    sampler = server_metrics(caller).samplers["default"]
     scheduler = sampler.scheduler
     assert scheduler is not None
     await asyncio.wait_for(scheduler.wait_until(leader=True), 10)
@@ -86,7 +85,7 @@ async def test_scheduler_leadership_ticks_and_expiry_counts(scheduled: Caller, e
         )
 
     def counted() -> tuple[float, float]:
-        samples = parse(render(Reading(None, 0), 0).decode())
+        samples = parse(render({}).decode())
         return (
             value(samples, "sundial_messages_expired_total")
             - value(before, "sundial_messages_expired_total"),
@@ -102,8 +101,8 @@ async def test_scheduler_leadership_ticks_and_expiry_counts(scheduled: Caller, e
     assert counted() == (1, 1)
     sampler.sample()
     samples = await scrape(caller)
-    assert value(samples, "sundial_scheduler_leader") >= 1
+    assert value(samples, "sundial_scheduler_leader", pool="default") >= 1
     assert value(samples, "sundial_scheduler_ticks_total") > value(
         before, "sundial_scheduler_ticks_total"
     )
-    assert value(samples, "sundial_scheduler_leaders") == 1
+    assert value(samples, "sundial_scheduler_leaders", pool="default") == 1

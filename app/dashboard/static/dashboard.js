@@ -129,7 +129,21 @@
     });
   }
 
+  // A pool that stopped or started answering changes which namespaces the page can show:
+  // load it again. Otherwise only its figures change.
+  function updatePools(pools) {
+    (pools || []).forEach(function (p) {
+      var row = byKey('[data-pool="KEY"]', p.name)[0];
+      if (!row) return;
+      if (row.getAttribute("data-available") !== String(p.available)) { location.reload(); return; }
+      row.querySelectorAll("[data-pool-count]").forEach(function (el) {
+        setText(el, number(p[el.getAttribute("data-pool-count")]));
+      });
+    });
+  }
+
   function updateOverview(data) {
+    updatePools(data.pools);
     var waiting = 0, running = 0, dead = 0;
     data.queues.forEach(function (q) {
       updateQueueRow(q);

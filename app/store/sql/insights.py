@@ -171,3 +171,8 @@ MESSAGES_DELETE_IF_IN_STATES: Final[TextClause] = text(
     """
 )
 """Delete listed messages, guarded by state: only those still in ``:states``."""
+
+NAMESPACES_LIST: Final[TextClause] = text(
+    "SELECT name, description, created_at FROM namespaces ORDER BY name"
+)
+"""Every namespace this database holds, by name (the overview reads each pool's on its own)."""
