@@ -1,5 +1,5 @@
-"""``python -m bench``: the command line of the suite (and of the failover bench, which runs only
-when named), see bench/README.md."""
+"""``python -m bench``: the command line of the suite (and of the failover and pools benches,
+which run only when named), see bench/README.md."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from bench.harness import BENCH
 from bench.run import run as run_suite
 from bench.sizes import FULL, QUICK, WORKLOADS
 
+NAMED_ONLY = ("failover", "pools")
+"""Benches of their own, with their own servers and databases, run only when named."""
 DESCRIPTION = (
     "The workloads, the run loop and the report. See bench/README.md for what each workload does."
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the options, run the failover bench if named, then the suite's selected
-    workloads; 1 if a correctness check of either failed."""
+    """Parse the options, run the failover and pools benches if named, then the suite's
+    selected workloads; 1 if a correctness check of any failed."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=DESCRIPTION)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="short runs, small backlogs (default)")
@@ -25,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=(*WORKLOADS, "failover"),
-        help="run only these workloads (failover runs only when named: bench/failover/)",
+        choices=(*WORKLOADS, *NAMED_ONLY),
+        help="run only these workloads (failover and pools run only when named: bench/failover/,"
+        " bench/pools/)",
     )
     parser.add_argument("--runs", type=int, help="repetitions per workload (median is reported)")
     parser.add_argument("--out", type=Path, default=BENCH / "out", help="where results go")
@@ -48,17 +51,30 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or size["runs"]
     selected = args.only or list(WORKLOADS)
     args.out.mkdir(parents=True, exist_ok=True)
-    failover_status = 0
+    named_status = 0
     if "failover" in selected:
         # Its own servers and databases (a single node and a formation).
         from bench.failover.run import run as run_failover
 
-        failover_status = run_failover(
+        named_status = run_failover(
             full=args.full, runs=args.runs, workers=args.workers, out=args.out, keep=args.keep
         )
-        selected = [name for name in selected if name != "failover"]
+    if "pools" in selected:
+        # Its own servers and databases (two PostgreSQL clusters).
+        from bench.pools.run import run as run_pools
+
+        named_status |= run_pools(
+            full=args.full,
+            runs=args.runs,
+            workers=args.workers,
+            out=args.out,
+            keep=args.keep,
+            taskset=args.taskset,
+        )
+    if any(name in NAMED_ONLY for name in selected):
+        selected = [name for name in selected if name not in NAMED_ONLY]
         if not selected:
-            return failover_status
+            return named_status
     status = run_suite(
         size=size,
         runs=runs,
@@ -70,4 +86,4 @@ def main(argv: list[str] | None = None) -> int:
         peer=not args.no_peer,
         profile=not args.no_profile,
     )
-    return 1 if status or failover_status else 0
+    return 1 if status or named_status else 0

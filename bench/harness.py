@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,9 +94,17 @@ class Environment:
         assert database is not None
         return database.libpq_dsn
 
-    def serve(self, database: Database | None = None) -> Server:
+    def serve(
+        self,
+        database: Database | None = None,
+        *,
+        pools: Mapping[str, str] | None = None,
+        pool: str | None = None,
+    ) -> Server:
         """Start ``sundial serve`` on ``database`` (default: this environment's cluster) and
-        wait until every worker answers."""
+        wait until every worker answers. ``pools`` is given to the server as ``SUNDIAL_POOLS``
+        (name → URL, docs/scaling.md) and ``pool`` names the pool of the bench's namespace
+        (default: the server's choice)."""
         database = database or self.cluster
         assert database is not None
         port = free_port()
@@ -110,6 +119,8 @@ class Environment:
             SUNDIAL_LOG_LEVEL="WARNING",
             SUNDIAL_DATA_DIR=str(self.root / "data"),
         )
+        if pools:
+            env["SUNDIAL_POOLS"] = json.dumps(dict(pools))
         log = self.root / "serve.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
@@ -133,13 +144,20 @@ class Environment:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server not ready:\n{log.read_text()[-3000:]}")
             time.sleep(0.2)
-        server = Server(database, process, base, token, log, self.workers)
+        server = Server(database, process, base, token, log, self.workers, admin_token=token)
         # Wait until every worker answers (each has its own pool and listener).
         deadline = time.monotonic() + 60
         while len(server.worker_processes()) < self.workers and time.monotonic() < deadline:
             time.sleep(0.2)
         admin = {"Authorization": f"Bearer {token}"}
-        httpx.post(f"{base}/v1/namespaces", json={"name": NAMESPACE}, headers=admin, timeout=10)
+        created = httpx.post(
+            f"{base}/v1/namespaces",
+            json={"name": NAMESPACE, **({"pool": pool} if pool else {})},
+            headers=admin,
+            timeout=10,
+        )
+        if created.status_code != 409:  # 409: it exists already
+            created.raise_for_status()
         answer = httpx.post(
             f"{base}/v1/namespaces/{NAMESPACE}/tokens",
             json={"label": "bench"},
@@ -151,6 +169,14 @@ class Environment:
         return server
 
     def stop(self) -> None:
+        self.stop_server()
+        if self.cluster is not None:
+            self.cluster.stop(mode="fast")
+        if not self.keep:
+            subprocess.run(["rm", "-rf", str(self.root)], check=False)
+
+    def stop_server(self) -> None:
+        """Stop ``sundial serve`` (SIGTERM, then SIGKILL after a minute), not the database."""
         if self.server is not None and self.server.process.poll() is None:
             self.server.process.send_signal(signal.SIGTERM)
             try:
@@ -158,10 +184,6 @@ class Environment:
             except subprocess.TimeoutExpired:
                 self.server.process.kill()
                 self.server.process.wait()
-        if self.cluster is not None:
-            self.cluster.stop(mode="fast")
-        if not self.keep:
-            subprocess.run(["rm", "-rf", str(self.root)], check=False)
 
     # --- helpers the workloads use ------------------------------------------------------------
 

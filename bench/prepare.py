@@ -4,12 +4,20 @@ shape the API would create, in chunks, then ``VACUUM ANALYZE``."""
 from __future__ import annotations
 
 import time
+from typing import Any, Protocol
 
-from bench.harness import Environment
+import psycopg
+
+
+class Connects(Protocol):
+    """Whatever reaches the database that holds the queue: an :class:`bench.harness.Environment`,
+    or a namespace on a pool (bench/pools/)."""
+
+    def connect(self, autocommit: bool = True) -> psycopg.Connection[Any]: ...
 
 
 def prefill(
-    env: Environment,
+    env: Connects,
     queue_id: int,
     n: int,
     *,

@@ -66,6 +66,8 @@ class Server:
     token: str
     log: Path
     workers: int
+    admin_token: str = ""
+    """The server's admin token (``token`` becomes the bench namespace's once it exists)."""
 
     def worker_processes(self) -> list[psutil.Process]:
         try:
@@ -78,22 +80,12 @@ class Server:
         return [c for c in children if "resource_tracker" not in " ".join(_cmdline(c))]
 
     def postmaster(self) -> psutil.Process | None:
-        pid_file = self.cluster.data_dir / "postmaster.pid"
-        try:
-            return psutil.Process(int(pid_file.read_text().split()[0]))
-        except (OSError, ValueError, psutil.Error):
-            return None
+        return postmaster(self.cluster.data_dir)
 
     def snapshot(self) -> CpuSnapshot:
         workers = {p.pid: _cpu(p) for p in self.worker_processes()}
         master = _cpu(psutil.Process(self.process.pid))
-        pg = 0.0
-        postmaster = self.postmaster()
-        if postmaster is not None:
-            # Backends that exited were reaped by the postmaster: their CPU is in its children
-            # times; live backends are counted one by one.
-            pg = _cpu(postmaster, children_reaped=True)
-            pg += sum(_cpu(child) for child in postmaster.children())
+        pg = postgres_cpu(self.cluster.data_dir)
         return CpuSnapshot(time.monotonic(), workers, master, pg, os.getloadavg())
 
     def rss_mb(self) -> dict[int, float]:
@@ -104,6 +96,30 @@ class Server:
             except psutil.Error:
                 continue
         return out
+
+
+def postmaster(data_dir: Path) -> psutil.Process | None:
+    """The postmaster running on ``data_dir`` (from its ``postmaster.pid``), or None."""
+    try:
+        return psutil.Process(int((data_dir / "postmaster.pid").read_text().split()[0]))
+    except (OSError, ValueError, psutil.Error):
+        return None
+
+
+def postgres_cpu(data_dir: Path) -> float:
+    """CPU seconds so far of the PostgreSQL on ``data_dir``: the postmaster and every backend,
+    exited ones included (0 when it is not running)."""
+    master = postmaster(data_dir)
+    if master is None:
+        return 0.0
+    # Backends that exited were reaped by the postmaster: their CPU is in its children times;
+    # live backends are counted one by one.
+    total = _cpu(master, children_reaped=True)
+    try:
+        children = master.children()
+    except psutil.Error:
+        children = []
+    return total + sum(_cpu(child) for child in children)
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:

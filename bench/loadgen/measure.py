@@ -27,10 +27,13 @@ def latencies(values: list[float]) -> dict[str, float | None]:
 
 
 class Window:
-    """The measured interval, after the warm-up."""
+    """The measured interval, after the warm-up. The warm-up starts now or, with ``start_at``
+    (a ``time.monotonic()`` reading of any process on this machine), then: load generators run
+    side by side (bench/pools/) measure the same interval."""
 
-    def __init__(self, warmup: float, duration: float) -> None:
-        self.start = now() + warmup
+    def __init__(self, warmup: float, duration: float, start_at: float | None = None) -> None:
+        begin = now() if start_at is None else now() + max(0.0, start_at - time.monotonic())
+        self.start = begin + warmup
         self.end = self.start + duration
         self.duration = duration
 

@@ -20,7 +20,7 @@ from bench.stats import percentile
 async def enqueue(spec: dict[str, Any]) -> dict[str, Any]:
     """``clients`` producers, each POSTing ``batch`` messages per request, back to back."""
     clients, batch, path = spec["clients"], spec["batch"], spec["queue_path"] + "/messages"
-    window = Window(spec["warmup"], spec["duration"])
+    window = Window(spec["warmup"], spec["duration"], spec.get("start_at"))
     counted = 0
     acked_total = 0
     errors = 0
@@ -65,7 +65,7 @@ async def process(spec: dict[str, Any]) -> dict[str, Any]:
     a dequeue comes back empty instead of at the end of the window."""
     clients, batch, base = spec["clients"], spec["batch"], spec["queue_path"]
     drain = spec.get("drain", False)
-    window = Window(spec.get("warmup", 0), spec.get("duration", 3600))
+    window = Window(spec.get("warmup", 0), spec.get("duration", 3600), spec.get("start_at"))
     bodies = []
     for flt in spec.get("filters") or [None]:
         request: dict[str, Any] = {"count": batch}
