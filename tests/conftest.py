@@ -80,6 +80,15 @@ def database_url(postgres: TestDatabase) -> Iterator[str]:
 
 
 @pytest.fixture
+def pool_b_url(postgres: TestDatabase) -> Iterator[str]:
+    """SQLAlchemy URL of a second fresh, migrated database for this test: pool ``b`` of the
+    tests with pools (docs/scaling.md), the test's own database being the catalogue."""
+    name = postgres.create()
+    yield postgres.url(name)
+    postgres.drop(name)
+
+
+@pytest.fixture
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """An async engine on this test's database."""
     engine = create_engine(database_url, pool_size=20)

@@ -76,7 +76,9 @@ def serve(host: str | None, port: int | None, workers: int | None, no_migrate: b
     }
     settings = settings.model_copy(update=updates)
     embedded = settings.database_url is None
-    with database.open_database(settings, migrate_schema=not no_migrate, prefer_socket=True) as url:
+    with database.open_database(
+        settings, migrate_schema=not no_migrate, prefer_socket=True, serving=True
+    ) as url:
         admin_token = None
         if embedded or settings.admin_token is None:
             admin_token, generated = database.ensure_admin_token(settings)

@@ -180,9 +180,18 @@ def head_revision() -> str | None:
     return migrate.head_revision()
 
 
+POOL_START_WAIT_SECONDS = 10.0
+"""How long the server's start waits for a pool other than the catalogue before it serves
+without it."""
+
+
 @contextlib.contextmanager
 def open_database(
-    settings: Settings, *, migrate_schema: bool = True, prefer_socket: bool = False
+    settings: Settings,
+    *,
+    migrate_schema: bool = True,
+    prefer_socket: bool = False,
+    serving: bool = False,
 ) -> Iterator[str]:
     """The database URL a command works on: the configured one, or the embedded default
     (started here).
@@ -192,6 +201,7 @@ def open_database(
     revision. The embedded cluster is stopped again on exit if this call started it. With
     ``prefer_socket`` (the server), the embedded cluster is reached through its unix socket
     when it has one; other commands use TCP, which Spark's JDBC driver needs.
+    ``serving`` (the server): see :func:`upgrade_pools`.
 
     Raises:
         click.ClickException: the database cannot be reached or started (said in one line).
@@ -202,13 +212,20 @@ def open_database(
                 migrate.wait_until_reachable(url, settings.startup_timeout_seconds)
             except migrate.DatabaseUnreachable as error:
                 raise click.ClickException(str(error)) from error
-            upgrade_pools(settings, url)
+            upgrade_pools(settings, url, serving=serving)
         yield url
 
 
-def upgrade_pools(settings: Settings, catalogue_url: str, revision: str = "head") -> None:
+def upgrade_pools(
+    settings: Settings, catalogue_url: str, revision: str = "head", *, serving: bool = False
+) -> None:
     """Migrate every pool's database to ``revision`` (the catalogue's first); at the head,
     register each as its pool (docs/scaling.md), or check that it still is.
+
+    ``serving`` (the server's start): a pool other than the catalogue that does not answer
+    within :data:`POOL_START_WAIT_SECONDS` is passed over with a warning, so that a pool that is
+    down keeps only its own namespaces from being served; ``/readyz`` reports it, and namespaces
+    and queues are made on it only once it is registered.
 
     Raises:
         click.ClickException: a pool cannot be reached, or its database is not that pool.
@@ -216,7 +233,21 @@ def upgrade_pools(settings: Settings, catalogue_url: str, revision: str = "head"
     for name, url in pool_urls(settings, catalogue_url).items():
         try:
             if name != DEFAULT_POOL:
-                migrate.wait_until_reachable(url, settings.startup_timeout_seconds)
+                wait = settings.startup_timeout_seconds
+                if serving:
+                    wait = min(wait, POOL_START_WAIT_SECONDS)
+                try:
+                    migrate.wait_until_reachable(url, wait)
+                except migrate.DatabaseUnreachable as error:
+                    if not serving:
+                        raise
+                    log.warning(
+                        "pool %r does not answer; serving without it until it does (neither"
+                        " migrated nor checked now): %s",
+                        name,
+                        error,
+                    )
+                    continue
             migrate.upgrade(url, revision)
             if revision == "head":
                 pool_registry.register(catalogue_url, name, url)

@@ -60,6 +60,12 @@ class AdminStore(StorePaths):
         async with self._transaction() as conn:
             return int((await conn.execute(pools_sql.POOL_WAITING_MESSAGES)).scalar_one())
 
+    async def identity(self) -> str | None:
+        """The pool this database is registered as (``pool_identity``), None before it is."""
+        async with self._transaction() as conn:
+            row = (await conn.execute(pools_sql.POOL_IDENTITY)).first()
+        return None if row is None else str(row.name)
+
     async def list_namespaces(self) -> list[Namespace]:
         """The namespaces this database serves (active), by name."""
         stmt = (

@@ -10,8 +10,11 @@ sends every call to the pool that holds its namespace.
   where it is now.
 - Each pool's statements carry that pool's catalogue version (:mod:`app.core.catalogue`); a
   request acts on one pool, so its lookups share one version.
+- While a move has the namespace (:mod:`app.store.moves`: frozen on its old pool, not yet
+  active on its new one), a request waits for the flip, reading the map again.
 
-With one pool (no ``SUNDIAL_POOLS``) the map is never read: every namespace is on ``default``.
+With one pool (no ``SUNDIAL_POOLS``) no request reads the map: every namespace is on
+``default``. Creating and deleting a namespace still keep the map, so that pools can be added.
 """
 
 from __future__ import annotations
@@ -151,6 +154,7 @@ class PooledStore:
         self.map = NamespaceMap(pools[DEFAULT_POOL].engine)
         self.move_wait_seconds = move_wait_seconds
         self._single = self.pools[DEFAULT_POOL] if len(self.pools) == 1 else None
+        self._registered: set[str] = {DEFAULT_POOL}
 
     # --- where a namespace is -------------------------------------------------------------------
 
@@ -217,6 +221,23 @@ class PooledStore:
             store = moved
         return await act(store)
 
+    async def _check_registered(self, store: PostgresStore) -> None:
+        """Refuse to make namespaces or queues on a pool whose database is not registered as
+        that pool (a server started while it was down, or a URL that names another pool's
+        database): its queue ids would not be its own (docs/scaling.md). Checked once per pool
+        and process."""
+        if store.pool in self._registered:
+            return
+        registered = await store.identity()
+        if registered != store.pool:
+            raise UnavailableError(
+                f"pool {store.pool!r}: its database is registered as {registered!r}, not as"
+                " this pool: run sundial db upgrade"
+                if registered is not None
+                else f"pool {store.pool!r} is not registered yet: run sundial db upgrade"
+            )
+        self._registered.add(store.pool)
+
     def _of(self, queue: Queue) -> PostgresStore:
         store = self.pools.get(queue.pool)
         if store is None:  # a queue of a pool no longer configured
@@ -234,6 +255,7 @@ class PooledStore:
             known = ", ".join(sorted(self.pools))
             raise ValidationError("pool", f"unknown pool {pool!r}; this server has: {known}")
         chosen = pool or await self._least_loaded()
+        await self._check_registered(self.pools[chosen])
         holder = await self.map.claim(name, chosen)
         if holder != chosen:
             held = self.pools.get(holder)
@@ -330,7 +352,11 @@ class PooledStore:
         )
 
     async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
-        return await self._at(namespace, lambda s: s.insert_queue(namespace, name, config))
+        async def insert(store: PostgresStore) -> Queue | None:
+            await self._check_registered(store)
+            return await store.insert_queue(namespace, name, config)
+
+        return await self._at(namespace, insert)
 
     def update_queue(
         self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False

@@ -8,13 +8,10 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from app.embedded.formation import Formation
@@ -24,6 +21,7 @@ from bench.failover.outage import measure_outages
 from bench.failover.report import machine, render_report
 from bench.failover.throughput import measure_pair
 from bench.harness import Environment
+from bench.interrupts import terminate_as_interrupt, uninterrupted
 from bench.processes import Database
 
 QUICK: dict[str, Any] = {
@@ -42,32 +40,6 @@ FULL: dict[str, Any] = {
     "switchovers": 5,
     "kills": 3,
 }
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM interrupts the run as Ctrl-C does, so that it cleans up on either."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _uninterrupted() -> Iterator[None]:
-    """Cleaning up is not cut short by a second Ctrl-C: the formation's keepers are detached
-    and would otherwise outlive the run."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run(
@@ -98,7 +70,7 @@ def run(
         "throughput": [],
     }
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             log(f"starting a single PostgreSQL and a formation in {root}")
             for env in envs.values():
                 env.root.mkdir(parents=True)
@@ -151,7 +123,7 @@ def run(
         res["error"] = f"{type(error).__name__}: {error}"
         raise
     finally:
-        with _uninterrupted():
+        with uninterrupted():
             log("stopping the servers, the single PostgreSQL and the formation")
             for env in envs.values():
                 with contextlib.suppress(Exception):

@@ -9,18 +9,16 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from app.embedded import LocalCluster
 from bench.checks import record
 from bench.harness import NAMESPACE, Environment
+from bench.interrupts import terminate_as_interrupt, uninterrupted
 from bench.machine import machine_facts
 from bench.pools import overhead, split
 from bench.pools.loads import idle_cpu
@@ -51,31 +49,6 @@ ROUTED_POOL = "routed"
 """The pool of the routed server's namespace: a second database of the same PostgreSQL."""
 SECOND_POOL = "second"
 """The pool on the second PostgreSQL cluster."""
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM interrupts the run as Ctrl-C does, so that it cleans up on either."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _uninterrupted() -> Iterator[None]:
-    """Cleaning up is not cut short by a second Ctrl-C."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _placed(tenant: Tenant, checks: list[dict[str, Any]], label: str) -> None:
@@ -124,7 +97,7 @@ def run(
         "idle": {},
     }
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             for env in envs.values():
                 env.root.mkdir(parents=True)
             log("the router in process: a namespace lookup with one pool and with two")
@@ -209,7 +182,7 @@ def run(
         res["error"] = f"{type(error).__name__}: {error}"
         raise
     finally:
-        with _uninterrupted():
+        with uninterrupted():
             log("stopping the servers and both PostgreSQL clusters")
             for env in envs.values():
                 with contextlib.suppress(Exception):

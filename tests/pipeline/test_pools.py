@@ -37,17 +37,9 @@ from bench.pipeline_data import generate_history
 from tests.pipeline.test_enqueue import _make_queue as make_queue
 
 if TYPE_CHECKING:
-    from tests.conftest import TestDatabase
+    pass
 
 Connection = psycopg.Connection[Any]
-
-
-@pytest.fixture
-def pool_b_url(postgres: TestDatabase) -> Iterator[str]:
-    """A second fresh, migrated database: pool ``b``."""
-    name = postgres.create()
-    yield postgres.url(name)
-    postgres.drop(name)
 
 
 @pytest.fixture

@@ -201,6 +201,25 @@ async def test_a_move_is_refused_to_an_unknown_pool_and_for_an_unknown_namespace
     assert await mover.move("ns", "default") is None  # already there
 
 
+class MoverDied(Exception):
+    """The mover's process died (here: raised from its progress hook)."""
+
+
+async def _mover_dies_while_frozen(pooled: QueueService, urls: dict[str, str]) -> None:
+    """Namespace ``ns`` with message ``m``, and a move of it to ``b`` whose mover dies once
+    the namespace is frozen on its source."""
+    await pooled.create_namespace("ns", pool="default")
+    await pooled.put_queue("ns", "q", QueueConfig())
+    await pooled.enqueue("ns", "q", [NewMessage(id="m")])
+
+    async def die(phase: str) -> None:
+        if phase == "draining":
+            raise MoverDied
+
+    with pytest.raises(MoverDied):
+        await NamespaceMover(urls, on_phase=die).move("ns", "b")
+
+
 async def test_an_aborted_move_leaves_the_namespace_where_it_was(
     pooled: QueueService,
     database_url: str,
@@ -208,21 +227,7 @@ async def test_an_aborted_move_leaves_the_namespace_where_it_was(
     engine: AsyncEngine,
     engine_b: AsyncEngine,
 ) -> None:
-    await pooled.create_namespace("ns", pool="default")
-    await pooled.put_queue("ns", "q", QueueConfig())
-    await pooled.enqueue("ns", "q", [NewMessage(id="m")])
-
-    class Crash(Exception):
-        pass
-
-    async def crash(phase: str) -> None:
-        if phase == "draining":
-            raise Crash  # the mover dies with the namespace frozen
-
-    with pytest.raises(Crash):
-        await NamespaceMover({"default": database_url, "b": pool_b_url}, on_phase=crash).move(
-            "ns", "b"
-        )
+    await _mover_dies_while_frozen(pooled, {"default": database_url, "b": pool_b_url})
     mover = NamespaceMover({"default": database_url, "b": pool_b_url})
     [under_way] = await mover.under_way()
     assert (under_way.namespace, under_way.phase) == ("ns", "frozen")
@@ -240,18 +245,7 @@ async def test_an_aborted_move_leaves_the_namespace_where_it_was(
 async def test_a_move_whose_mover_died_is_finished_by_running_it_again(
     pooled: QueueService, database_url: str, pool_b_url: str, engine_b: AsyncEngine
 ) -> None:
-    await pooled.create_namespace("ns", pool="default")
-    await pooled.put_queue("ns", "q", QueueConfig())
-    await pooled.enqueue("ns", "q", [NewMessage(id="m")])
-
-    async def crash(phase: str) -> None:
-        if phase == "draining":
-            raise RuntimeError("the mover died")
-
-    with pytest.raises(RuntimeError):
-        await NamespaceMover({"default": database_url, "b": pool_b_url}, on_phase=crash).move(
-            "ns", "b"
-        )
+    await _mover_dies_while_frozen(pooled, {"default": database_url, "b": pool_b_url})
     report = await NamespaceMover({"default": database_url, "b": pool_b_url}).move("ns", "b")
     assert report is not None
     assert await scalar(engine_b, "SELECT id FROM messages") == "m"

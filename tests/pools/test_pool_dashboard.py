@@ -10,21 +10,18 @@ import asyncio
 import html
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap.server import create_app
 from app.core.errors import UnavailableError
 from app.core.models import NewMessage
 from app.core.service import QueueService
 from app.embedded import LocalCluster
-from app.store import migrate, pool_registry
-from tests.api.conftest import make_settings, serve
+from tests.api.conftest import serve
 from tests.dashboard.conftest import Browser
 from tests.helpers import execute, make_queue
 
@@ -150,27 +147,6 @@ async def test_a_namespace_whose_queues_cannot_be_read_is_shown_so(
 # --- pool b down --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Pool b's own PostgreSQL, with the schema at head."""
-    cluster = LocalCluster(Path(tmp_path_factory.mktemp("pool-b")) / "postgres")
-    cluster.start()
-    try:
-        migrate.upgrade(cluster.sqlalchemy_url)
-        yield cluster
-    finally:
-        cluster.stop(mode="immediate")
-
-
-@pytest.fixture
-def outage_app(database_url: str, engine: AsyncEngine, cluster: LocalCluster) -> Litestar:
-    """A server whose pool b is ``cluster``."""
-    pool_registry.register(database_url, "default", database_url)
-    pool_registry.register(database_url, "b", cluster.sqlalchemy_url)
-    settings = make_settings(database_url, pools={"b": cluster.sqlalchemy_url}, pool_size=5)
-    return create_app(settings, engine=engine)
-
-
 @pytest.fixture
 async def outage_browser(outage_app: Litestar) -> AsyncIterator[Browser]:
     async for browser in signed_in_to(outage_app):
@@ -187,14 +163,14 @@ async def overview_data(browser: Browser, app: Litestar) -> dict[str, Any]:
 
 
 async def test_the_overview_shows_a_pool_that_is_down_as_unavailable(
-    outage_browser: Browser, outage_app: Litestar, cluster: LocalCluster
+    outage_browser: Browser, outage_app: Litestar, pool_b_cluster: LocalCluster
 ) -> None:
     browser, app = outage_browser, outage_app
     service = service_of(app)
     await namespace_on(service, "default", "near", "n1")
     await namespace_on(service, "b", "far", "f1", "f2")
 
-    await asyncio.to_thread(cluster.stop, mode="immediate")
+    await asyncio.to_thread(pool_b_cluster.stop, mode="immediate")
     try:
         page = await browser.get("/dashboard/")
         assert page.status_code == 200, page.text
@@ -220,7 +196,7 @@ async def test_the_overview_shows_a_pool_that_is_down_as_unavailable(
         assert [q["key"] for q in data["queues"]] == ["near/q"]
         assert (await browser.get("/dashboard/dead-letters")).status_code == 200
     finally:
-        await asyncio.to_thread(cluster.start)
+        await asyncio.to_thread(pool_b_cluster.start)
 
     # Back: pool b's namespace and queue are shown again once it answers.
     deadline = time.monotonic() + RECOVERY_SECONDS

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from litestar import Litestar
@@ -24,8 +22,7 @@ from app.bootstrap.server import create_app
 from app.config import Settings
 from app.embedded import LocalCluster
 from app.observability.server import ServerMetrics
-from app.store import migrate, pool_registry
-from tests.api.conftest import Caller, make_settings, namespace_caller, serve
+from tests.api.conftest import Caller, namespace_caller, serve
 from tests.conftest import ADMIN_TOKEN
 from tests.helpers import execute
 from tests.observability.helpers import Samples, scrape, server_metrics, value
@@ -209,31 +206,6 @@ async def test_each_pools_scheduler_is_followed(scheduled: Litestar, engine_b: A
 # --- pool b down --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Pool b's own PostgreSQL, with the schema at head."""
-    cluster = LocalCluster(Path(tmp_path_factory.mktemp("pool-b")) / "postgres")
-    cluster.start()
-    try:
-        migrate.upgrade(cluster.sqlalchemy_url)
-        yield cluster
-    finally:
-        cluster.stop(mode="immediate")
-
-
-@pytest.fixture
-async def outage_admin(
-    database_url: str, engine: AsyncEngine, cluster: LocalCluster
-) -> AsyncIterator[Caller]:
-    """The admin of a server whose pool b is ``cluster``."""
-    pool_registry.register(database_url, "default", database_url)
-    pool_registry.register(database_url, "b", cluster.sqlalchemy_url)
-    settings = make_settings(database_url, pools={"b": cluster.sqlalchemy_url}, pool_size=5)
-    app = create_app(settings, engine=engine)
-    async with serve(app) as client:
-        yield Caller(client, app, ADMIN_TOKEN)
-
-
 def moved_clock(metrics: ServerMetrics) -> list[float]:
     """Every pool's stats cache on one clock the test moves (starts at 1000)."""
     now = [1000.0]
@@ -243,7 +215,7 @@ def moved_clock(metrics: ServerMetrics) -> list[float]:
 
 
 async def test_a_pool_that_is_down_is_up_0_and_the_others_series_stay(
-    outage_admin: Caller, cluster: LocalCluster
+    outage_admin: Caller, pool_b_cluster: LocalCluster
 ) -> None:
     admin = outage_admin
     metrics = server_metrics(admin)
@@ -259,7 +231,7 @@ async def test_a_pool_that_is_down_is_up_0_and_the_others_series_stay(
     assert depth(up, "b", far.namespace) == 2
     assert value(up, "sundial_messages_enqueued_total", **far_enqueued) == 2
 
-    await asyncio.to_thread(cluster.stop, mode="immediate")
+    await asyncio.to_thread(pool_b_cluster.stop, mode="immediate")
     try:
         now[0] += ttl  # a fresh reading of every pool
         down = await scrape(admin)
@@ -274,7 +246,7 @@ async def test_a_pool_that_is_down_is_up_0_and_the_others_series_stay(
         # Which of pool b's queues exist is unknown: their counters are left out meanwhile.
         assert not [key for key in down if dict(key[1]).get("namespace") == far.namespace]
     finally:
-        await asyncio.to_thread(cluster.start)
+        await asyncio.to_thread(pool_b_cluster.start)
 
     # Back: pool b's gauges return, and its queues' counters were kept, not forgotten.
     deadline = time.monotonic() + RECOVERY_SECONDS

@@ -10,51 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
-import pytest
-from litestar import Litestar
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from app.bootstrap.server import create_app
-from app.config import Settings
 from app.embedded import LocalCluster
-from app.store import migrate, pool_registry
-from tests.api.conftest import Caller, assert_error, make_settings, namespace_caller, serve
-from tests.conftest import ADMIN_TOKEN
+from tests.api.conftest import Caller, assert_error, namespace_caller
 
 RECOVERY_SECONDS = 30.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Pool b's own PostgreSQL, with the schema at head."""
-    cluster = LocalCluster(Path(tmp_path_factory.mktemp("pool-b")) / "postgres")
-    cluster.start()
-    try:
-        migrate.upgrade(cluster.sqlalchemy_url)
-        yield cluster
-    finally:
-        cluster.stop(mode="immediate")
-
-
-@pytest.fixture
-def settings(database_url: str, cluster: LocalCluster) -> Settings:
-    pool_registry.register(database_url, "default", database_url)
-    pool_registry.register(database_url, "b", cluster.sqlalchemy_url)
-    return make_settings(database_url, pools={"b": cluster.sqlalchemy_url}, pool_size=5)
-
-
-@pytest.fixture
-def app(settings: Settings, engine: AsyncEngine) -> Litestar:
-    return create_app(settings, engine=engine)
-
-
-@pytest.fixture
-async def admin(app: Litestar) -> AsyncIterator[Caller]:
-    async with serve(app) as client:
-        yield Caller(client, app, ADMIN_TOKEN)
 
 
 async def _queue(caller: Caller) -> str:
@@ -69,14 +29,15 @@ async def _enqueue(caller: Caller, base: str, message_id: str) -> int:
 
 
 async def test_a_pool_that_is_down_takes_only_its_namespaces(
-    admin: Caller, cluster: LocalCluster
+    outage_admin: Caller, pool_b_cluster: LocalCluster
 ) -> None:
+    admin = outage_admin
     near = await namespace_caller(admin, "near", pool="default")
     far = await namespace_caller(admin, "far", pool="b")
     near_q, far_q = await _queue(near), await _queue(far)
     assert await _enqueue(far, far_q, "before") == 201
 
-    await asyncio.to_thread(cluster.stop, mode="immediate")
+    await asyncio.to_thread(pool_b_cluster.stop, mode="immediate")
     try:
         # The other pool's namespace is served as before.
         assert await _enqueue(near, near_q, "n1") == 201
@@ -103,7 +64,7 @@ async def test_a_pool_that_is_down_takes_only_its_namespaces(
             "unavailable",
         )
     finally:
-        await asyncio.to_thread(cluster.start)
+        await asyncio.to_thread(pool_b_cluster.start)
 
     # Back: the pool's namespace recovers by itself (the first statements on the dead
     # connections fail, and the pool's connections are renewed).

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import click
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap.database import create_engine, upgrade_pools
+from app.bootstrap.database import build_service, create_engine, upgrade_pools
+from app.core.errors import UnavailableError
 from app.core.models import QueueConfig
 from app.store import pool_registry
 from app.store.pool_registry import PoolMisconfigured, RegisteredPool
@@ -81,3 +83,42 @@ async def test_upgrading_migrates_and_registers_every_pool(
         await pool_b.dispose()
     assert await scalar(engine, "SELECT name FROM pool_identity") == "default"
     assert await scalar(engine, "SELECT number FROM pools WHERE name = 'b'") == 1
+
+
+def test_the_server_starts_without_a_pool_that_does_not_answer(
+    database_url: str, pool_b_url: str
+) -> None:
+    """A pool that is down at the server's start keeps only its own namespaces from being
+    served; ``sundial db upgrade`` (not serving) insists on every pool."""
+    down = "postgresql+psycopg://postgres@127.0.0.1:9/nowhere"  # nothing listens on port 9
+    settings = make_settings(
+        database_url, pools={"b": pool_b_url, "c": down}, startup_timeout_seconds=0.2
+    )
+    upgrade_pools(settings, database_url, serving=True)
+    assert [p.name for p in pool_registry.registered(database_url)] == ["default", "b"]
+    with pytest.raises(click.ClickException, match="pool 'c'"):
+        upgrade_pools(settings, database_url)
+
+
+async def test_no_namespace_or_queue_is_made_on_a_pool_not_registered_as_such(
+    database_url: str, pool_b_url: str, postgres: TestDatabase
+) -> None:
+    c = postgres.url(postgres.create())  # migrated, never registered
+    pool_registry.register(database_url, "default", database_url)
+    pool_registry.register(database_url, "b", pool_b_url)
+    engines = {n: create_engine(u, pool_size=1) for n, u in (("default", database_url),
+               ("b", pool_b_url), ("c", c))}  # fmt: skip
+    settings = make_settings(database_url, pools={"b": pool_b_url, "c": c})
+    try:
+        service = build_service(engines, settings)
+        with pytest.raises(UnavailableError, match="'c' is not registered"):
+            await service.create_namespace("ns", pool="c")
+        # b is b: it may hold namespaces.
+        await service.create_namespace("ns", pool="b")
+        # And a database that says it is b is not c.
+        misnamed = build_service({"default": engines["default"], "c": engines["b"]}, settings)
+        with pytest.raises(UnavailableError, match="registered as 'b'"):
+            await misnamed.create_namespace("other", pool="c")
+    finally:
+        for engine in engines.values():
+            await engine.dispose()

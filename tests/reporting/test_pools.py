@@ -20,15 +20,7 @@ from app.database_url import psycopg_dsn
 from tests.reporting.test_reader import as_role
 
 if TYPE_CHECKING:
-    from tests.conftest import TestDatabase
-
-
-@pytest.fixture
-def pool_b_url(postgres: TestDatabase) -> Iterator[str]:
-    """A second fresh, migrated database: pool ``b`` (registered by the command's upgrade)."""
-    name = postgres.create()
-    yield postgres.url(name)
-    postgres.drop(name)
+    pass
 
 
 @pytest.fixture
