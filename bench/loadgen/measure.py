@@ -4,12 +4,14 @@ the JSON codec and the HTTP session to the server."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import msgspec
 
 from bench.stats import percentile
+
+if TYPE_CHECKING:
+    import aiohttp
 
 encode = msgspec.json.encode
 decode = msgspec.json.decode
@@ -46,6 +48,10 @@ class Window:
 
 def open_session(spec: dict[str, Any], clients: int) -> aiohttp.ClientSession:
     """An HTTP session to the server of ``spec`` with its token, ``clients`` (+2) connections."""
+    # Imported here: aiohttp comes with the bench extra, and the window and the latency summary
+    # above are also used where it is not installed (tests/unit, run by ./dev test).
+    import aiohttp
+
     return aiohttp.ClientSession(
         base_url=spec["base"],
         headers={
