@@ -128,7 +128,7 @@ async def make_due(
 
 async def release_expired(engine: AsyncEngine, batch: int = 1000) -> int:
     """Run the scheduler's release of expired leases once; returns how many were released."""
-    params = {"from_states": from_states(Event.LEASE_EXPIRE), "batch": batch, "resting": []}
+    params = {"from_states": from_states(Event.LEASE_EXPIRE), "batch": batch}
     async with engine.begin() as conn:
         rows = (await conn.execute(MESSAGES_RELEASE_IF_LEASE_EXPIRED, params)).mappings().all()
     return sum(row["n"] for row in rows)

@@ -32,20 +32,11 @@ PARTITION_LOCK_TIMEOUT_MS = 200
 """How long making a history partition may wait for its lock on ``message_history``."""
 
 
-async def _resting(conn: AsyncConnection) -> list[int]:
-    """The queues whose messages the passes leave alone: those of namespaces this database
-    holds but does not serve (a move's copy, coming in or left behind)."""
-    resting: list[int] = (await conn.execute(scheduler.QUEUES_RESTING)).scalar_one()
-    await conn.commit()
-    return resting
-
-
 async def _repeat(conn: AsyncConnection, stmt: TextClause, params: dict[str, object]) -> int:
     """Run a batched statement (committing each batch) until a batch comes back short."""
     changed = 0
-    resting = await _resting(conn)
     while True:
-        result = await conn.execute(stmt, {**params, "batch": BATCH, "resting": resting})
+        result = await conn.execute(stmt, {**params, "batch": BATCH})
         # Each statement returns one (queue_id, n) row per queue it changed.
         batch: int = sum(row.n for row in result)
         await conn.commit()
@@ -148,7 +139,7 @@ async def archive_finished(conn: AsyncConnection, days_ahead: int = 3) -> int:
     await conn.commit()
     await ensure_history_partitions(conn, {today + timedelta(days=n) for n in range(days_ahead)})
     moved = 0
-    params = {"batch": BATCH, "resting": await _resting(conn)}
+    params = {"batch": BATCH}
     while True:
         days = {row.day for row in await conn.execute(scheduler.MESSAGES_ARCHIVE_DAYS, params)}
         await conn.commit()

@@ -16,7 +16,7 @@ from app.core.states import State
 from app.database_url import psycopg_dsn
 from app.store import maintenance
 from app.store.moves import NamespaceMover
-from tests.helpers import fetch, scalar
+from tests.helpers import execute, fetch, scalar
 
 COLUMNS = (
     "queue_id, id, seq, priority, state::text, payload, metadata, exclusive_value, filter_value,"
@@ -300,3 +300,29 @@ async def test_a_bulk_enqueue_into_a_frozen_namespace_is_refused_as_moving(
     )
     assert refused == [NamespaceMovingError, NamespaceMovingError]
     assert find_queue(pool_b_url, "ns", "q").id == target.id  # where it is now
+
+
+async def test_the_scheduler_leaves_a_namespace_it_does_not_serve_alone(
+    pooled: QueueService, engine: AsyncEngine
+) -> None:
+    """A copy coming in (or left behind) is not the pool's to promote, release or archive:
+    the pool that serves the namespace does that work, and the copy follows it."""
+    await pooled.create_namespace("ns", pool="default")
+    await pooled.put_queue("ns", "q", QueueConfig(retention_seconds=0))
+    await pooled.enqueue("ns", "q", [NewMessage(id="due", delay_seconds=60), NewMessage(id="f")])
+    [leased] = await pooled.dequeue("ns", "q")
+    await pooled.complete("ns", "q", leased.id, leased.lease_id)
+    await execute(
+        engine, "UPDATE messages SET visible_at = now() - interval '1 s' WHERE id = 'due'"
+    )
+
+    async def a_tick() -> tuple[int, int]:
+        async with engine.connect() as conn:
+            ticked = await maintenance.tick(conn)
+            return ticked.promoted, await maintenance.archive_finished(conn)
+
+    for state in ("incoming", "frozen", "moved"):
+        await execute(engine, f"UPDATE namespaces SET state = '{state}'")
+        assert await a_tick() == (0, 0), state
+    await execute(engine, "UPDATE namespaces SET state = 'active'")
+    assert await a_tick() == (1, 1)

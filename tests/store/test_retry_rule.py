@@ -191,7 +191,7 @@ async def test_a_lease_expiry_applies_the_retry_rule(
     ]
     for queue in queues:
         await _running(engine, queue, cases, expired=True)
-    params = {"from_states": from_states(Event.LEASE_EXPIRE), "batch": 10_000, "resting": []}
+    params = {"from_states": from_states(Event.LEASE_EXPIRE), "batch": 10_000}
     async with engine.begin() as conn:
         now = await _now(conn)
         released = (await conn.execute(MESSAGES_RELEASE_IF_LEASE_EXPIRED, params)).all()

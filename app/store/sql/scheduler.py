@@ -15,25 +15,21 @@ from app.store.sql.listeners import NOTIFY_CHANNEL
 from app.store.sql.retry import LEASE_EXPIRY, retry_or_dead_letter
 
 # The queues of namespaces this database holds but does not serve (a move's copy coming in, or
-# the one left behind: migration 0012). Every pass below leaves their messages alone (the
-# statements' :resting): the pool that serves the namespace does that work, and the copy
-# follows it.
-QUEUES_RESTING: Final[TextClause] = text(
-    """
-    SELECT coalesce(array_agg(q.id), '{}') AS resting
-    FROM queues q JOIN namespaces n ON n.name = q.namespace
-    WHERE n.state <> 'active'
-    """
-)
+# the one left behind: migration 0012). Every pass below leaves their messages alone: the pool
+# that serves the namespace does that work, and the copy follows it. PostgreSQL runs the
+# subquery once per statement (a hashed subplan over the few namespaces that are not active).
+RESTING_QUEUES = """(
+    SELECT q.id FROM queues q JOIN namespaces n ON n.name = q.namespace
+    WHERE n.state <> 'active')"""
 
 # invisible -> pending for messages whose visible_at has passed (messages_invisible_idx), and a
 # NOTIFY per queue so long-polling consumers wake.
 MESSAGES_PROMOTE_IF_DUE: Final[TextClause] = text(
-    """
+    f"""
     WITH due AS (
         SELECT queue_id, id FROM messages
         WHERE state = 'invisible' AND visible_at <= now()
-          AND queue_id <> ALL(CAST(:resting AS bigint[]))
+          AND queue_id NOT IN {RESTING_QUEUES}
         ORDER BY visible_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -57,7 +53,7 @@ MESSAGES_RELEASE_IF_LEASE_EXPIRED: Final[TextClause] = text(
     WITH expired AS (
         SELECT queue_id, id FROM messages
         WHERE state = 'running' AND lease_expires_at <= now()
-          AND queue_id <> ALL(CAST(:resting AS bigint[]))
+          AND queue_id NOT IN {RESTING_QUEUES}
         ORDER BY lease_expires_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -86,7 +82,7 @@ MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
         SELECT queue_id, id, state = 'running' AND exclusive_value IS NOT NULL AS frees_value
         FROM messages
         WHERE expires_at <= now() AND state IN ('invisible', 'pending', 'running')
-          AND queue_id <> ALL(CAST(:resting AS bigint[]))
+          AND queue_id NOT IN {RESTING_QUEUES}
         ORDER BY expires_at
         LIMIT :batch
         FOR UPDATE SKIP LOCKED
@@ -145,7 +141,7 @@ QUEUE_STATE_COUNTS_FOLD: Final[TextClause] = text(
 # statement (the DELETE and the INSERT commit together, so nothing is lost or kept twice).
 # The LATERAL probe walks messages_finished_idx per queue.
 MESSAGES_ARCHIVE_PAST_RETENTION: Final[TextClause] = text(
-    """
+    f"""
     WITH doomed AS (
         SELECT d.queue_id, d.id
         FROM queues q
@@ -157,7 +153,7 @@ MESSAGES_ARCHIVE_PAST_RETENTION: Final[TextClause] = text(
             LIMIT :batch
             FOR UPDATE SKIP LOCKED
         ) AS d
-        WHERE q.id <> ALL(CAST(:resting AS bigint[]))
+        WHERE q.id NOT IN {RESTING_QUEUES}
         LIMIT :batch
     ),
     moved AS (
@@ -182,7 +178,7 @@ MESSAGES_ARCHIVE_PAST_RETENTION: Final[TextClause] = text(
 
 # The days of finished_at that the next archive batch may touch, so their partitions exist.
 MESSAGES_ARCHIVE_DAYS: Final[TextClause] = text(
-    """
+    f"""
     SELECT DISTINCT date_trunc('day', m.finished_at AT TIME ZONE 'UTC')::date AS day
     FROM queues q
     CROSS JOIN LATERAL (
@@ -192,7 +188,7 @@ MESSAGES_ARCHIVE_DAYS: Final[TextClause] = text(
         ORDER BY m.finished_at
         LIMIT :batch
     ) AS m
-    WHERE q.id <> ALL(CAST(:resting AS bigint[]))
+    WHERE q.id NOT IN {RESTING_QUEUES}
     """
 )
 
