@@ -335,6 +335,9 @@ class PooledStore:
                     _acting.set(store)
                     return token
             return None
+        if self._single is not None:  # the hot path of a single database: nothing to route
+            _acting.set(self._single)
+            return await self._single.find_token(secret_hash)
         return await self._at(
             namespace, lambda s: s.find_token(secret_hash), lambda t: t is not None
         )
@@ -347,6 +350,9 @@ class PooledStore:
     # --- queues ---------------------------------------------------------------------------------
 
     async def get_queue(self, namespace: str, name: str) -> Queue | None:
+        if self._single is not None:  # the hot path of a single database: nothing to route
+            _acting.set(self._single)
+            return await self._single.get_queue(namespace, name)
         return await self._at(
             namespace, lambda s: s.get_queue(namespace, name), lambda q: q is not None
         )
