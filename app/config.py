@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     """The admin token. Unset with the embedded default: generated once and kept in data_dir."""
 
+    sqs_sealing_key: SecretStr | None = None
+    """What the SQS door's access keys' secrets are sealed under (docs/sqs.md). Unset: the admin
+    token, so changing the admin token then makes every SQS access key unusable."""
+
     metrics_token: SecretStr | None = None
     """Bearer token that `GET /metrics` asks for (`Authorization: Bearer <token>`; else 401).
     Unset: /metrics needs no token."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from litestar.types import Receive
 
-from app.api import longpoll
 from app.api.body import decode
 from app.api.schemas.consuming import Dequeue, DequeueOut
 from app.api.schemas.leases import Ack, AckOut, Complete, Extend, Fail
 from app.api.schemas.messages import MessageOut
 from app.api.schemas.producing import Enqueue, EnqueueOut
+from app.web import longpoll
 from app.web.runtime import Runtime
 
 

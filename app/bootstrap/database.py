@@ -103,7 +103,20 @@ def build_service(engines: Mapping[str, AsyncEngine], settings: Settings) -> Que
         PooledStore(stores),
         limits=Limits(max_payload_bytes=settings.max_payload_bytes),
         admin_token=admin,
+        sealing_secret=sealing_secret(settings),
     )
+
+
+def sealing_secret(settings: Settings) -> str | None:
+    """What SQS access keys' secrets are sealed under (docs/sqs.md): ``SUNDIAL_SQS_SEALING_KEY``,
+    else the admin token, configured or kept in the data dir (as the server finds it: a command
+    run beside the server seals and opens keys as the server does)."""
+    if settings.sqs_sealing_key is not None:
+        return settings.sqs_sealing_key.get_secret_value()
+    if settings.admin_token is not None:
+        return settings.admin_token.get_secret_value()
+    path = Path(settings.data_dir) / ADMIN_TOKEN_FILE
+    return path.read_text().strip() if path.exists() else None
 
 
 @contextlib.asynccontextmanager

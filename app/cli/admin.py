@@ -93,8 +93,17 @@ def token() -> None:
 @token.command("issue")
 @click.argument("namespace_name", metavar="NAMESPACE")
 @click.option("--label", default="")
-def token_issue(namespace_name: str, label: str) -> None:
+@click.option(
+    "--sqs",
+    is_flag=True,
+    help="Issue an SQS access key (an access key id and a secret access key) for the SQS door.",
+)
+def token_issue(namespace_name: str, label: str, sqs: bool) -> None:
     """Issue a token for NAMESPACE (its secret is shown only now)."""
+    if sqs:
+        issued = _run(lambda s: s.issue_access_key(namespace_name, label))
+        _print({"secret_access_key": issued.secret, **_plain(issued.token)})
+        return
     issued = _run(lambda s: s.issue_token(namespace_name, label))
     _print({"token": issued.secret, **_plain(issued.token)})
 

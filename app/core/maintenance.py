@@ -13,15 +13,17 @@ class TickResult:
     promoted: int = 0
     released: int = 0
     expired: int = 0
+    redriven: int = 0
 
     @property
     def total(self) -> int:
         """Messages changed in all."""
-        return self.promoted + self.released + self.expired
+        return self.promoted + self.released + self.expired + self.redriven
 
     def __add__(self, other: TickResult) -> TickResult:
         return TickResult(
             self.promoted + other.promoted,
             self.released + other.released,
             self.expired + other.expired,
+            self.redriven + other.redriven,
         )

@@ -6,9 +6,10 @@ over the raw JSON it received and gets raw JSON back, and PostgreSQL validates i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from app.core.states import State
 
@@ -31,6 +32,8 @@ class QueueConfig:
     retention_seconds: int = 604800
     enqueue_paused: bool = False
     dequeue_paused: bool = False
+    dead_letter_queue: str | None = None
+    """A queue of the same namespace that takes this one's dead letters (``errored`` messages)."""
 
 
 # Fields that PATCH may change; kind, exclusive_key and filter_key are fixed at creation (the
@@ -48,6 +51,7 @@ MUTABLE_QUEUE_FIELDS = frozenset(
         "retention_seconds",
         "enqueue_paused",
         "dequeue_paused",
+        "dead_letter_queue",
     }
 )
 IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key", "filter_key"})
@@ -68,6 +72,9 @@ class Queue:
     queue applies nothing if the catalogue has changed since. ``None``: not checked."""
     pool: str = field(default=DEFAULT_POOL, compare=False)
     """The pool (database) the queue was read from (docs/scaling.md)."""
+    sqs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """What the SQS door keeps for the queue (its SQS-only attributes and tags: docs/sqs.md);
+    nothing else reads it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,8 @@ class LeasedMessage:
     payload: bytes
     metadata: dict[str, str]
     enqueued_at: datetime
+    first_leased_at: datetime | None = None
+    """When the message was first leased (this lease, on its first attempt)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +231,9 @@ class Token:
     label: str
     created_at: datetime
     expires_at: datetime | None
+    access_key_id: str | None = None
+    """Set when the token is an SQS access key (docs/sqs.md): it signs requests with its secret
+    rather than presenting it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +242,14 @@ class IssuedToken:
 
     token: Token
     secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class AccessKey:
+    """An SQS access key as stored: its token, and its secret sealed by the server."""
+
+    token: Token
+    sealed_secret: bytes
 
 
 @dataclass(frozen=True, slots=True)

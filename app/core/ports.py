@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from app.core.models import (
+    AccessKey,
     EnqueueOutcome,
     LeasedMessage,
     Message,
@@ -70,17 +71,23 @@ class Store(Protocol):
         label: str,
         secret_hash: bytes,
         expires_at: datetime | None,
+        access_key: tuple[str, bytes] | None = None,
     ) -> Token: ...
     async def list_tokens(self, namespace: str) -> list[Token]: ...
     async def delete_token(self, namespace: str, token_id: str) -> bool: ...
     async def find_token(
         self, secret_hash: bytes, namespace: str | None = None
     ) -> Token | None: ...
+    async def find_access_key(self, access_key_id: str) -> AccessKey | None: ...
     async def confirm_lookups(self) -> None: ...
 
     async def get_queue(self, namespace: str, name: str) -> Queue | None: ...
     async def insert_queue(
-        self, namespace: str, name: str, config: QueueConfig
+        self,
+        namespace: str,
+        name: str,
+        config: QueueConfig,
+        sqs: Mapping[str, Any] | None = None,
     ) -> Queue | None: ...
     async def update_queue(
         self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False

@@ -287,6 +287,8 @@ def queue_config(config: QueueConfig) -> QueueConfig:
         text("filter_key", config.filter_key, MAX_METADATA_KEY)
     for key, (low, high) in _CONFIG_BOUNDS.items():
         integer(key, getattr(config, key), low, high)
+    if config.dead_letter_queue is not None:
+        name("dead_letter_queue", config.dead_letter_queue)
     return config
 
 
@@ -300,4 +302,6 @@ def queue_patch(changes: Mapping[str, Any]) -> dict[str, Any]:
         if key in _CONFIG_BOUNDS:
             low, high = _CONFIG_BOUNDS[key]
             integer(key, value, low, high)
+        if key == "dead_letter_queue" and value is not None:
+            name(key, value)
     return dict(changes)

@@ -82,6 +82,10 @@ PROMOTED = Counter(
     "sundial_messages_promoted_total",
     "Delayed messages the scheduler made pending when their visible_at came.",
 )
+REDRIVEN = Counter(
+    "sundial_messages_redriven_total",
+    "Dead letters the scheduler moved into their queue's dead_letter_queue.",
+)
 SCHEDULER_TICKS = Counter(
     "sundial_scheduler_ticks_total", "Maintenance ticks run while this process led."
 )

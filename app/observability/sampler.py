@@ -35,6 +35,9 @@ class TickCounts(Protocol):
     @property
     def expired(self) -> int: ...
 
+    @property
+    def redriven(self) -> int: ...
+
 
 class SchedulerProgress(Protocol):
     """What the metrics follow of this process's scheduler (:class:`app.scheduler.Scheduler`)."""
@@ -146,5 +149,6 @@ class Sampler:
             metrics.PROMOTED.inc(changed.promoted - counted.promoted)
             metrics.LEASES_EXPIRED.inc(changed.released - counted.released)
             metrics.EXPIRED.inc(changed.expired - counted.expired)
+            metrics.REDRIVEN.inc(changed.redriven - counted.redriven)
             seen, counted = ticks, changed
             self._leader.report(1 if scheduler.is_leader else 0)

@@ -6,6 +6,7 @@ queue's counts and purge."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core import catalogue
 from app.core.errors import ConflictError, NamespaceMovingError, NotFoundError, ValidationError
-from app.core.models import Namespace, Queue, QueueConfig, Token
+from app.core.models import AccessKey, Namespace, Queue, QueueConfig, Token
 from app.core.states import State
 from app.store.errors import retry_transient
 from app.store.paths import StorePaths
@@ -27,7 +28,8 @@ from app.store.sql.listeners import NOTIFY_CHANNEL
 from app.store.tables import namespaces, queues, tokens
 
 _NAMESPACE_COLUMNS = (namespaces.c.name, namespaces.c.description, namespaces.c.created_at)
-_TOKEN_FIELDS = ("id", "namespace", "label", "created_at", "expires_at")
+_TOKEN_FIELDS = ("id", "namespace", "label", "created_at", "expires_at", "access_key_id")
+_SECRET_COLUMNS = frozenset({"secret_hash", "sealed_secret"})
 
 
 class AdminStore(StorePaths):
@@ -120,21 +122,34 @@ class AdminStore(StorePaths):
         label: str,
         secret_hash: bytes,
         expires_at: datetime | None,
+        access_key: tuple[str, bytes] | None = None,
     ) -> Token:
-        """Store a token (hashed); NotFoundError when the namespace does not exist."""
+        """Store a token (hashed; an SQS access key also with its id and sealed secret);
+        NotFoundError when the namespace does not exist."""
+        access_key_id, sealed_secret = access_key or (None, None)
         stmt = (
             sa.insert(tokens)
             .from_select(
-                ["id", "namespace", "label", "secret_hash", "expires_at"],
+                [
+                    "id",
+                    "namespace",
+                    "label",
+                    "secret_hash",
+                    "expires_at",
+                    "access_key_id",
+                    "sealed_secret",
+                ],
                 sa.select(
                     sa.literal(token_id, sa.dialects.postgresql.UUID(as_uuid=False)),
                     namespaces.c.name,
                     sa.literal(label),
                     sa.literal(secret_hash, sa.LargeBinary),
                     sa.literal(expires_at, sa.DateTime(timezone=True)),
+                    sa.literal(access_key_id, sa.Text),
+                    sa.literal(sealed_secret, sa.LargeBinary),
                 ).where(namespaces.c.name == namespace, namespaces.c.state == "active"),
             )
-            .returning(*(c for c in tokens.c if c.name != "secret_hash"))
+            .returning(*(c for c in tokens.c if c.name not in _SECRET_COLUMNS))
         )
         async with self._transaction() as conn:
             row = (await conn.execute(stmt)).mappings().first()
@@ -145,7 +160,7 @@ class AdminStore(StorePaths):
 
     async def list_tokens(self, namespace: str) -> list[Token]:
         """A namespace's tokens, oldest first, without secrets."""
-        columns = [c for c in tokens.c if c.name != "secret_hash"]
+        columns = [c for c in tokens.c if c.name not in _SECRET_COLUMNS]
         stmt = (
             sa.select(*columns)
             .where(tokens.c.namespace == namespace)
@@ -195,6 +210,24 @@ class AdminStore(StorePaths):
             self.lookups.remember_token(secret_hash, token, version)
         return token
 
+    async def find_access_key(self, access_key_id: str) -> AccessKey | None:
+        """The unexpired SQS access key with this id, with its sealed secret, if any. Read on
+        every request (a signature is checked with the secret as it is now); the lookup is
+        relied on like a token's, so a revocation applies to the next request."""
+        view = catalogue.current_view()
+        async with self._transaction() as conn:
+            params = {"access_key_id": access_key_id}
+            result = await conn.execute(catalogue_sql.ACCESS_KEY_FIND_UNEXPIRED, params)
+            row = result.mappings().first()
+        if row is None:
+            return None
+        if row["namespace_state"] != "active":
+            raise NamespaceMovingError(row["namespace"])
+        token = Token(**{key: row[key] for key in _TOKEN_FIELDS})
+        if view is not None:
+            view.rely_on(row["catalogue_version"], fresh=True, valid_until=token.expires_at)
+        return AccessKey(token=token, sealed_secret=bytes(row["sealed_secret"]))
+
     # --- queues -----------------------------------------------------------------------------
 
     async def get_queue(self, namespace: str, name: str) -> Queue | None:
@@ -218,9 +251,21 @@ class AdminStore(StorePaths):
             self.lookups.remember_queue(queue)
         return queue
 
-    async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
-        """Create a queue; None when it already exists. NotFoundError without the namespace."""
-        params = {"namespace": namespace, "name": name, **dataclasses.asdict(config)}
+    async def insert_queue(
+        self,
+        namespace: str,
+        name: str,
+        config: QueueConfig,
+        sqs: Mapping[str, Any] | None = None,
+    ) -> Queue | None:
+        """Create a queue (with what the SQS door keeps for it, ``sqs``); None when it already
+        exists. NotFoundError without the namespace."""
+        params = {
+            "namespace": namespace,
+            "name": name,
+            **dataclasses.asdict(config),
+            "sqs": json.dumps(sqs or {}),
+        }
         async with self._transaction() as conn:
             result = await conn.execute(catalogue_sql.QUEUE_INSERT_IF_NEW, params)
             row = result.mappings().first()

@@ -64,6 +64,7 @@ def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
             payload=r.payload.encode(),
             metadata=r.metadata,
             enqueued_at=r.enqueued_at,
+            first_leased_at=r.first_leased_at,
         )
         for r in ordered
     ]

@@ -68,6 +68,15 @@ async def expire_messages(conn: AsyncConnection) -> int:
     )
 
 
+async def redrive_dead_letters(conn: AsyncConnection) -> int:
+    """errored -> pending in its queue's ``dead_letter_queue``, for every queue that has one."""
+    return await _repeat(
+        conn,
+        scheduler.MESSAGES_REDRIVE_DEAD_LETTERS,
+        {"from_states": from_states(Event.REDRIVE)},
+    )
+
+
 async def fold_counts(conn: AsyncConnection) -> int:
     """Move the count deltas appended since the last fold into ``queue_state_counts``; returns
     how many delta rows it folded. Reads add up both tables, so this changes no count anyone
@@ -84,6 +93,7 @@ async def tick(conn: AsyncConnection) -> TickResult:
         promoted=await promote_due(conn),
         released=await release_expired_leases(conn),
         expired=await expire_messages(conn),
+        redriven=await redrive_dead_letters(conn),
     )
     await fold_counts(conn)
     return result

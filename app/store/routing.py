@@ -39,6 +39,7 @@ from app.core.errors import (
 )
 from app.core.models import (
     DEFAULT_POOL,
+    AccessKey,
     EnqueueOutcome,
     LeasedMessage,
     Message,
@@ -311,10 +312,13 @@ class PooledStore:
         label: str,
         secret_hash: bytes,
         expires_at: datetime | None,
+        access_key: tuple[str, bytes] | None = None,
     ) -> Token:
         return await self._at(
             namespace,
-            lambda s: s.insert_token(namespace, token_id, label, secret_hash, expires_at),
+            lambda s: s.insert_token(
+                namespace, token_id, label, secret_hash, expires_at, access_key
+            ),
             fresh=True,
         )
 
@@ -342,6 +346,15 @@ class PooledStore:
             namespace, lambda s: s.find_token(secret_hash), lambda t: t is not None
         )
 
+    async def find_access_key(self, access_key_id: str) -> AccessKey | None:
+        """The access key, looked for in every pool (its namespace is not known yet)."""
+        for store in self.pools.values():
+            key = await store.find_access_key(access_key_id)
+            if key is not None:
+                _acting.set(store)
+                return key
+        return None
+
     async def confirm_lookups(self) -> None:
         store = _acting.get()
         if store is not None:
@@ -357,10 +370,16 @@ class PooledStore:
             namespace, lambda s: s.get_queue(namespace, name), lambda q: q is not None
         )
 
-    async def insert_queue(self, namespace: str, name: str, config: QueueConfig) -> Queue | None:
+    async def insert_queue(
+        self,
+        namespace: str,
+        name: str,
+        config: QueueConfig,
+        sqs: Mapping[str, Any] | None = None,
+    ) -> Queue | None:
         async def insert(store: PostgresStore) -> Queue | None:
             await self._check_registered(store)
-            return await store.insert_queue(namespace, name, config)
+            return await store.insert_queue(namespace, name, config, sqs)
 
         return await self._at(namespace, insert)
 

@@ -59,6 +59,12 @@ tokens = sa.Table(
         "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
     sa.Column("expires_at", sa.DateTime(timezone=True)),
+    # An SQS access key (migration 0014): its id, and its secret sealed (AES-GCM) by the server.
+    sa.Column("access_key_id", sa.Text, unique=True),
+    sa.Column("sealed_secret", pg.BYTEA),
+    sa.CheckConstraint(
+        "(access_key_id IS NULL) = (sealed_secret IS NULL)", name="tokens_access_key_check"
+    ),
 )
 
 queues = sa.Table(
@@ -90,7 +96,14 @@ queues = sa.Table(
     sa.Column(
         "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
+    # The queue of the same namespace that takes this one's dead letters (migration 0014).
+    sa.Column("dead_letter_queue", sa.Text),
+    # What the SQS door keeps for the queue: its SQS-only attributes and tags (docs/sqs.md).
+    sa.Column("sqs", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
     sa.UniqueConstraint("namespace", "name", name="queues_namespace_name_key"),
+    sa.CheckConstraint(
+        "dead_letter_queue IS DISTINCT FROM name", name="queues_dead_letter_queue_check"
+    ),
     sa.CheckConstraint("kind IN ('simple', 'exclusive')", name="queues_kind_check"),
     sa.CheckConstraint(
         "(kind = 'exclusive') = (exclusive_key IS NOT NULL)", name="queues_exclusive_key_check"

@@ -3,7 +3,7 @@
 notifies a change to it (enqueue, promotion, lease release), registering the queues that have
 waiters with the process's LISTEN connection.
 
-Shared server plumbing: the API's long poll (:mod:`app.api.longpoll`) parks here, and the
+Shared server plumbing: the API's long poll (:mod:`app.web.longpoll`) parks here, and the
 metrics (:mod:`app.observability`) count the waiters.
 """
 

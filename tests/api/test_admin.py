@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.api.conftest import Caller, assert_error, namespace_caller
 
-TOKEN_FIELDS = {"id", "label", "created_at", "expires_at"}
+TOKEN_FIELDS = {"id", "label", "created_at", "expires_at", "kind", "access_key_id"}
 
 
 async def test_create_list_delete_namespace(admin: Caller) -> None:
@@ -63,6 +63,7 @@ async def test_issue_list_revoke_token(admin: Caller) -> None:
     assert set(issued) == {"token", *TOKEN_FIELDS}
     assert issued["label"] == "worker"
     assert issued["token"].startswith("sdl_")
+    assert (issued["kind"], issued["access_key_id"]) == ("bearer", None)
     assert issued["expires_at"].startswith("2998-12-31T22:00:00")
 
     response = await admin.get("/v1/namespaces/alpha/tokens")

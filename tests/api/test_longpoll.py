@@ -11,11 +11,11 @@ from typing import Any
 
 import psycopg
 
-from app.api import longpoll
 from app.api.schemas.consuming import Dequeue
 from app.database_url import psycopg_dsn
 from app.store.notifications import ListenerRegistrations
 from app.store.sql.listeners import LISTENER_REGISTER, LISTENERS_PRUNE
+from app.web import longpoll
 from app.web.waiters import WaiterRegistry
 from tests.api.conftest import Caller
 from tests.helpers import execute

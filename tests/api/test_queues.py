@@ -18,6 +18,7 @@ CONFIG = {
     "retention_seconds": 604800,
     "enqueue_paused": False,
     "dequeue_paused": False,
+    "dead_letter_queue": None,
 }
 
 

@@ -23,11 +23,13 @@ def running_server(database_url: str, **settings: Any) -> Iterator[str]:
     app = create_app(
         make_settings(
             database_url,
-            scheduler_enabled=True,
-            scheduler_tick_seconds=0.05,
-            max_payload_bytes=64 * 1024,
-            max_body_bytes=1024 * 1024,
-            **settings,
+            **{
+                "scheduler_enabled": True,
+                "scheduler_tick_seconds": 0.05,
+                "max_payload_bytes": 64 * 1024,
+                "max_body_bytes": 1024 * 1024,
+                **settings,
+            },
         )
     )
     port = free_port()

@@ -69,6 +69,12 @@ async def test_a_move_carries_every_message_queue_and_token_as_they_were(
 ) -> None:
     lease = await _namespace_with_everything(pooled)
     issued = await pooled.issue_token("ns")
+    # What the SQS door keeps moves too: an access key (its secret sealed), a queue's SQS
+    # attributes and tags, and its dead-letter queue.
+    access_key = await pooled.issue_access_key("ns", "sqs")
+    sqs = {"attributes": {"ReceiveMessageWaitTimeSeconds": "5"}, "tags": {"team": "a"}}
+    config = QueueConfig(dead_letter_queue="q")
+    assert await pooled.create_queue("ns", "with-sqs", config, sqs) is not None
     before = await _rows(engine)
     queues_before = await fetch(engine, "SELECT * FROM queues ORDER BY id")
 
@@ -92,6 +98,11 @@ async def test_a_move_carries_every_message_queue_and_token_as_they_were(
     )
     # It serves from the target, leases, tokens and ids included.
     assert (await pooled.authenticate(issued.secret, "ns")) is not None
+    assert access_key.token.access_key_id is not None
+    found = await pooled.access_key_secret(access_key.token.access_key_id)
+    assert found is not None and found[1] == access_key.secret
+    moved = await pooled.get_queue_or_404("ns", "with-sqs")
+    assert (moved.sqs, moved.config.dead_letter_queue, moved.pool) == (sqs, "q", "b")
     [again] = await pooled.enqueue("ns", "q", [NewMessage(id="done")])
     assert not again.created  # the id still names the message that moved
     done = await pooled.complete("ns", "q", "run", lease)

@@ -45,6 +45,7 @@ EXPECTED: dict[tuple[State, Event], set[State]] = {
     (CAN, Event.REQUEUE): {PEN, INV},
     (INV, Event.UPDATE): {INV, PEN},
     (PEN, Event.UPDATE): {INV, PEN},
+    (ERR, Event.REDRIVE): {PEN},  # into the queue's dead_letter_queue
 }
 
 ALL_PAIRS = list(itertools.product(State, Event))
@@ -70,6 +71,7 @@ def test_the_enums_are_the_products():
         "expire",
         "requeue",
         "update",
+        "redrive",
     }
     assert frozenset({COM, CAN, ERR}) == TERMINAL_STATES
     assert frozenset({INV, PEN, RUN}) == LIVE_STATES
@@ -119,10 +121,12 @@ def test_allowed_from_is_sql_ready_text():
 
 
 @pytest.mark.parametrize("state", sorted(TERMINAL_STATES), ids=str)
-def test_terminal_states_only_leave_by_requeue(state: State):
+def test_terminal_states_only_leave_by_requeue_or_redrive(state: State):
     for event in Event:
         if event is Event.REQUEUE and state in (ERR, CAN):
             assert targets(state, event) == {PEN, INV}
+        elif event is Event.REDRIVE and state is ERR:
+            assert targets(state, event) == {PEN}
         else:
             with pytest.raises(InvalidTransitionError):
                 targets(state, event)

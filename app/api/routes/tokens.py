@@ -21,9 +21,13 @@ _AUTH = (401, 403, 429)
     responses=error_specs(400, *_AUTH, 404, 413),
 )
 async def issue_token(request: AnyRequest, ns: PathStr) -> IssuedTokenOut:
-    """Issue a namespace token. Its secret (`token`) is in this answer and never again."""
+    """Issue a namespace token, or with `kind: sqs` an SQS access key. Its secret (`token`: the
+    bearer token, or the secret access key) is in this answer and never again."""
     body = await read(request, TokenIssue)
-    return IssuedTokenOut.of(await service(request).issue_token(ns, body.label, body.expires_at))
+    issue = service(request).issue_token
+    if body.kind == "sqs":
+        issue = service(request).issue_access_key
+    return IssuedTokenOut.of(await issue(ns, body.label, body.expires_at))
 
 
 @get("/", responses=error_specs(*_AUTH, 404))

@@ -32,6 +32,7 @@ class QueuePut(In):
     retention_seconds: int = _DEFAULTS.retention_seconds
     enqueue_paused: bool = _DEFAULTS.enqueue_paused
     dequeue_paused: bool = _DEFAULTS.dequeue_paused
+    dead_letter_queue: str | None = _DEFAULTS.dead_letter_queue
 
     def to_model(self) -> QueueConfig:
         """As the core's configuration."""
@@ -53,6 +54,7 @@ class QueuePatch(In):
     retention_seconds: int | UnsetType = UNSET
     enqueue_paused: bool | UnsetType = UNSET
     dequeue_paused: bool | UnsetType = UNSET
+    dead_letter_queue: str | UnsetType | None = UNSET
 
     def to_changes(self) -> dict[str, Any]:
         """The fields that were given."""
@@ -79,6 +81,7 @@ class QueueOut(Out):
     retention_seconds: int
     enqueue_paused: bool
     dequeue_paused: bool
+    dead_letter_queue: str | None
     created_at: datetime
     updated_at: datetime
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from app.core import validation
 from app.core.ports import Store
+from app.core.sealing import Sealer
 from app.core.service.consuming import Consuming
 from app.core.service.leases import Leases
 from app.core.service.messages import Messages
@@ -49,8 +50,13 @@ class QueueService(Tokens, Namespaces, Queues, Producing, Consuming, Leases, Mes
         limits: validation.Limits | None = None,
         admin_token: str | None = None,
         observer: Observer | None = None,
+        sealing_secret: str | None = None,
     ) -> None:
+        """``sealing_secret``: what SQS access keys' secrets are sealed under (default: the
+        admin token); without either, no access key can be issued or used."""
         self.store = store
+        secret = sealing_secret or admin_token
+        self.sealer = Sealer(secret) if secret else None
         self.limits = limits or validation.Limits()
         self._admin_token = admin_token
         self.observer = observer or NoObserver()

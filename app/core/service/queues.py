@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.core import validation
-from app.core.errors import ConflictError, NotFoundError
+from app.core.errors import ConflictError, NotFoundError, ValidationError
 from app.core.models import MUTABLE_QUEUE_FIELDS, Queue, QueueConfig, QueueStats
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
@@ -36,6 +36,7 @@ class Queues(ServiceBase):
         """
         validation.name("queue", name)
         validation.queue_config(config)
+        _check_dead_letter_queue(name, config.dead_letter_queue)
         if not could_exist(validation.NAME_PATTERN, namespace):
             raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
         created = await self.store.insert_queue(namespace, name, config)
@@ -65,12 +66,40 @@ class Queues(ServiceBase):
         return await self.store.update_queue(existing, changes, wake=resumed), False
 
     @again_if_catalogue_changed
-    async def update_queue(self, namespace: str, name: str, changes: Mapping[str, Any]) -> Queue:
-        """Change some of a queue's mutable settings (pause switches included)."""
+    async def create_queue(
+        self,
+        namespace: str,
+        name: str,
+        config: QueueConfig,
+        sqs: Mapping[str, Any] | None = None,
+    ) -> Queue | None:
+        """Create a queue with ``config`` (and what the SQS door keeps for it); None when the
+        name is taken, whatever that queue's configuration (nothing changes then)."""
+        validation.name("queue", name)
+        validation.queue_config(config)
+        _check_dead_letter_queue(name, config.dead_letter_queue)
+        if not could_exist(validation.NAME_PATTERN, namespace):
+            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
+        return await self.store.insert_queue(namespace, name, config, sqs)
+
+    @again_if_catalogue_changed
+    async def update_queue(
+        self,
+        namespace: str,
+        name: str,
+        changes: Mapping[str, Any],
+        *,
+        sqs: Mapping[str, Any] | None = None,
+    ) -> Queue:
+        """Change some of a queue's mutable settings (pause switches included), and replace
+        what the SQS door keeps for it when ``sqs`` is given, in one statement."""
         checked = validation.queue_patch(changes)
         queue = await self.get_queue_or_404(namespace, name)
         merged = replace(queue.config, **checked)
         validation.queue_config(merged)
+        _check_dead_letter_queue(name, merged.dead_letter_queue)
+        if sqs is not None:
+            checked["sqs"] = dict(sqs)
         if not checked:
             return queue
         resumed = queue.config.dequeue_paused and not merged.dequeue_paused
@@ -110,3 +139,9 @@ class Queues(ServiceBase):
         chosen = validation.states("states", states) if states is not None else tuple(State)
         queue = await self.get_queue_or_404(namespace, name)
         return await self.store.purge(queue, chosen)
+
+
+def _check_dead_letter_queue(name: str, dead_letter_queue: str | None) -> None:
+    """A queue's dead letters go to another queue (the scheduler moves them: docs/concepts.md)."""
+    if dead_letter_queue == name:
+        raise ValidationError("dead_letter_queue", "must name another queue than the queue itself")

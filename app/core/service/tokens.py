@@ -6,6 +6,7 @@ Authorization of a caller for a namespace is the edge's job (:meth:`Principal.ma
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
@@ -14,12 +15,16 @@ import uuid
 from datetime import datetime
 
 from app.core import validation
-from app.core.errors import NotFoundError
+from app.core.errors import NotFoundError, UnavailableError
 from app.core.models import IssuedToken, Principal, Token
+from app.core.sealing import Sealer
 from app.core.service.base import ServiceBase
 from app.core.service.identifiers import could_exist, lease_uuid
 
 TOKEN_PREFIX = "sdl_"  # noqa: S105 - a public prefix, not a secret
+ACCESS_KEY_PREFIX = "SDLK"
+"""How SQS access key ids begin (20 characters in all, like AWS's)."""
+_ACCESS_KEY_ID = re.compile(r"SDLK[A-Z2-7]{16}")
 _NAMESPACE_TOKEN = re.compile(r"sdl_[A-Za-z0-9_-]{43}")
 
 
@@ -34,10 +39,17 @@ def hash_secret(secret: str) -> bytes:
     return hashlib.sha256(secret.encode()).digest()
 
 
+def is_access_key_id(value: str) -> bool:
+    """Whether ``value`` has the shape of an SQS access key id Sundial issues."""
+    return _ACCESS_KEY_ID.fullmatch(value) is not None
+
+
 class Tokens(ServiceBase):
     """Authentication, and a namespace's tokens."""
 
     _admin_token: str | None
+    sealer: Sealer | None
+    """Seals SQS access keys' secrets; None when no sealing secret is configured."""
 
     async def authenticate(self, secret: str, namespace: str | None = None) -> Principal | None:
         """Who presents ``secret``: the admin, a namespace token, or nobody (``None``).
@@ -65,6 +77,46 @@ class Tokens(ServiceBase):
             namespace, str(uuid.uuid4()), label, hash_secret(secret), expires_at
         )
         return IssuedToken(token=token, secret=secret)
+
+    async def issue_access_key(
+        self, namespace: str, label: str = "", expires_at: datetime | None = None
+    ) -> IssuedToken:
+        """Issue an SQS access key (a token that signs requests: docs/sqs.md); its secret access
+        key is returned now and never again, and stored only sealed."""
+        if self.sealer is None:
+            raise UnavailableError(
+                "SQS access keys need a sealing secret: set SUNDIAL_SQS_SEALING_KEY (or an admin"
+                " token) in the server's and this command's environment"
+            )
+        await self._require_namespace(namespace)
+        validation.text("label", label, 200)
+        if expires_at is not None:
+            validation.timestamp("expires_at", expires_at)
+        access_key_id = ACCESS_KEY_PREFIX + base64.b32encode(secrets.token_bytes(10)).decode()
+        secret = secrets.token_urlsafe(30)  # 40 characters, as AWS's secret access keys
+        token = await self.store.insert_token(
+            namespace,
+            str(uuid.uuid4()),
+            label,
+            hash_secret(secret),
+            expires_at,
+            (access_key_id, self.sealer.seal(access_key_id, secret)),
+        )
+        return IssuedToken(token=token, secret=secret)
+
+    async def access_key_secret(self, access_key_id: str) -> tuple[Principal, str] | None:
+        """Who an SQS access key is, and its secret (to check a request's signature); None for
+        a key that does not exist, has expired or was revoked."""
+        if self.sealer is None or not is_access_key_id(access_key_id):
+            return None
+        key = await self.store.find_access_key(access_key_id)
+        if key is None:
+            return None
+        secret = self.sealer.open(access_key_id, key.sealed_secret)
+        if secret is None:  # sealed under another sealing secret
+            return None
+        token = key.token
+        return Principal(is_admin=False, namespace=token.namespace, token_id=token.id), secret
 
     async def list_tokens(self, namespace: str) -> list[Token]:
         """A namespace's tokens, without secrets."""

@@ -23,12 +23,25 @@ QUEUE_GET: Final[TextClause] = text(
 # namespace's state here.
 TOKEN_FIND_UNEXPIRED: Final[TextClause] = text(
     """
-    SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at,
+    SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at, t.access_key_id,
            v.version AS catalogue_version, n.state AS namespace_state
     FROM tokens t
     JOIN namespaces n ON n.name = t.namespace
     CROSS JOIN catalogue_version v
     WHERE t.secret_hash = :secret_hash AND (t.expires_at IS NULL OR t.expires_at > now())
+    """
+)
+
+# An unexpired SQS access key by its id, with its sealed secret, the catalogue version it was
+# read at and its namespace's state here.
+ACCESS_KEY_FIND_UNEXPIRED: Final[TextClause] = text(
+    """
+    SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at, t.access_key_id,
+           t.sealed_secret, v.version AS catalogue_version, n.state AS namespace_state
+    FROM tokens t
+    JOIN namespaces n ON n.name = t.namespace
+    CROSS JOIN catalogue_version v
+    WHERE t.access_key_id = :access_key_id AND (t.expires_at IS NULL OR t.expires_at > now())
     """
 )
 
@@ -45,10 +58,11 @@ QUEUE_INSERT_IF_NEW: Final[TextClause] = text(
     INSERT INTO queues (namespace, name, kind, exclusive_key, filter_key, lease_seconds,
                         delay_seconds, max_attempts, retry_delay_seconds,
                         retry_delay_max_seconds, retention_seconds, enqueue_paused,
-                        dequeue_paused)
+                        dequeue_paused, dead_letter_queue, sqs)
     SELECT :namespace, :name, :kind, :exclusive_key, :filter_key, :lease_seconds, :delay_seconds,
            :max_attempts, :retry_delay_seconds, :retry_delay_max_seconds,
-           :retention_seconds, :enqueue_paused, :dequeue_paused
+           :retention_seconds, :enqueue_paused, :dequeue_paused, :dead_letter_queue,
+           CAST(:sqs AS jsonb)
     WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = :namespace AND state = 'active')
     ON CONFLICT (namespace, name) DO NOTHING
     RETURNING *

@@ -153,7 +153,8 @@ SET state = '{CLAIM.leased}',
 FROM picked
 WHERE m.queue_id = :queue_id AND m.id = picked.id AND {CATALOGUE_IS_CURRENT}
 RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
-          m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, picked.scanned
+          m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, m.first_leased_at,
+          picked.scanned
 """
 
 

@@ -10,12 +10,30 @@ from __future__ import annotations
 
 from typing import LiteralString
 
+from sqlalchemy import Table
+from sqlalchemy.dialects.postgresql import JSONB
+
 from app.store.tables import messages, queues, tokens
 
 
 def _columns(names: list[str]) -> LiteralString:
     # Column names of app.store.tables: never input.
     return ", ".join(names)
+
+
+# A catalogue row travels from pool to pool as parameters: its jsonb columns as their text
+# (read as ``::text``, written back with a cast), which the driver passes through unchanged.
+def _read_columns(table: Table) -> LiteralString:
+    return ", ".join(
+        f"{c.name}::text AS {c.name}" if isinstance(c.type, JSONB) else c.name for c in table.c
+    )
+
+
+def _values(table: Table) -> LiteralString:
+    return ", ".join(
+        f"CAST(%({c.name})s AS jsonb)" if isinstance(c.type, JSONB) else f"%({c.name})s"
+        for c in table.c
+    )
 
 
 MESSAGE_COLUMNS: LiteralString = _columns([c.name for c in messages.c])
@@ -134,11 +152,11 @@ TRANSACTIONS_STILL_RUNNING: LiteralString = """
 """
 
 QUEUES_OF: LiteralString = (
-    f"SELECT {QUEUE_COLUMNS} FROM queues WHERE namespace = %(namespace)s ORDER BY id"
+    f"SELECT {_read_columns(queues)} FROM queues WHERE namespace = %(namespace)s ORDER BY id"
 )
 
 TOKENS_OF: LiteralString = (
-    f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE namespace = %(namespace)s ORDER BY id"
+    f"SELECT {_read_columns(tokens)} FROM tokens WHERE namespace = %(namespace)s ORDER BY id"
 )
 
 MESSAGES_OF_COPY_OUT: LiteralString = f"""
@@ -179,7 +197,7 @@ NAMESPACE_DESCRIBE: LiteralString = """
 # numbers its own from a range of its own), and a message's queue_id stays what it was.
 QUEUE_UPSERT: LiteralString = f"""
     INSERT INTO queues ({QUEUE_COLUMNS}) OVERRIDING SYSTEM VALUE
-    VALUES ({", ".join(f"%({c.name})s" for c in queues.c)})
+    VALUES ({_values(queues)})
     ON CONFLICT (id) DO UPDATE SET
     {", ".join(f"{c.name} = EXCLUDED.{c.name}" for c in queues.c if c.name != "id")}
 """
@@ -190,7 +208,7 @@ QUEUES_DELETE_OTHERS: LiteralString = """
 
 TOKEN_UPSERT: LiteralString = f"""
     INSERT INTO tokens ({TOKEN_COLUMNS})
-    VALUES ({", ".join(f"%({c.name})s" for c in tokens.c)})
+    VALUES ({_values(tokens)})
     ON CONFLICT (id) DO UPDATE SET
     {", ".join(f"{c.name} = EXCLUDED.{c.name}" for c in tokens.c if c.name != "id")}
 """

@@ -105,6 +105,62 @@ MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
     """
 )
 
+# errored -> pending in the queue's dead_letter_queue (a queue of the same namespace): the dead
+# letter leaves its queue and arrives in the other in one statement, so it is never in both or
+# in neither. It keeps its id, priority, payload, metadata, enqueue time and expiry; attempts
+# start again under the target's settings, and its exclusive and filter values are read with
+# the target's keys. ``dead`` takes at most one message per (target, id), and only what the
+# INSERT placed is deleted: a dead letter whose id the target holds already stays errored in
+# its queue (its id is taken there). A queue whose dead_letter_queue names no queue keeps its
+# dead letters. They arrive in the order they died (their new seq follows finished_at), so a
+# group of an exclusive target keeps its order. The LATERAL probe walks messages_finished_idx
+# per source queue.
+MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
+    f"""
+    WITH routes AS (
+        SELECT s.id AS source_id, t.id AS target_id, t.exclusive_key, t.filter_key
+        FROM queues s
+        JOIN queues t ON t.namespace = s.namespace AND t.name = s.dead_letter_queue
+        WHERE s.dead_letter_queue IS NOT NULL AND s.id NOT IN {RESTING_QUEUES}
+    ),
+    dead AS (
+        SELECT DISTINCT ON (r.target_id, d.id)
+               d.queue_id, d.id, r.target_id, r.exclusive_key, r.filter_key
+        FROM routes r
+        CROSS JOIN LATERAL (
+            SELECT m.queue_id, m.id FROM messages m
+            WHERE m.queue_id = r.source_id AND m.state = 'errored'
+            ORDER BY m.finished_at
+            LIMIT :batch
+            FOR UPDATE SKIP LOCKED
+        ) d
+        ORDER BY r.target_id, d.id
+    ),
+    arrived AS (
+        INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
+                              filter_value, attempts, lease_seconds, visible_at, expires_at,
+                              enqueued_at, updated_at, last_error)
+        SELECT dead.target_id, m.id, m.priority, 'pending', m.payload, m.metadata,
+               m.metadata ->> dead.exclusive_key, m.metadata ->> dead.filter_key, 0,
+               m.lease_seconds, now(), m.expires_at, m.enqueued_at, now(), m.last_error
+        FROM dead JOIN messages m ON m.queue_id = dead.queue_id AND m.id = dead.id
+        WHERE m.state = ANY(CAST(:from_states AS message_state[]))
+        ORDER BY m.finished_at, m.seq
+        ON CONFLICT (queue_id, id) DO NOTHING
+        RETURNING queue_id, id
+    ),
+    departed AS (
+        DELETE FROM messages m
+        USING dead, arrived
+        WHERE m.queue_id = dead.queue_id AND m.id = dead.id
+          AND arrived.queue_id = dead.target_id AND arrived.id = dead.id
+        RETURNING m.queue_id
+    )
+    SELECT queue_id, count(*) AS n, pg_notify('{NOTIFY_CHANNEL}', CAST(queue_id AS text))
+    FROM arrived GROUP BY queue_id
+    """
+)
+
 # The count deltas that the triggers on messages appended (migration 0010) move into
 # queue_state_counts, in one statement, so a read (which adds both tables up at one snapshot)
 # sees them in one place or the other, never both or neither. Deltas committed after this

@@ -1,4 +1,5 @@
-"""Long polling for ``POST …/dequeue`` with ``wait_seconds`` > 0.
+"""Long polling: a dequeue that waits up to ``wait_seconds`` for a message (the REST API's
+``POST …/dequeue`` and the SQS door's ``ReceiveMessage``).
 
 A waiting request holds no database connection. It tries to dequeue; when nothing is ready it
 parks on its :class:`Waiter` until one of:
@@ -22,15 +23,29 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Protocol
 
 from litestar.types import Receive
 
-from app.api.schemas.consuming import Dequeue
 from app.core import validation
 from app.core.models import LeasedMessage, Queue
 from app.core.service import QueueService
 from app.core.service.consuming import DequeuePlan
 from app.web.waiters import Waiter, WaiterRegistry
+
+
+class WaitingDequeue(Protocol):
+    """What a waiting dequeue asks for."""
+
+    @property
+    def count(self) -> int: ...
+    @property
+    def lease_seconds(self) -> int | None: ...
+    @property
+    def wait_seconds(self) -> int: ...
+    @property
+    def metadata(self) -> dict[str, str]: ...
+
 
 DUE_RETRY_SECONDS = 0.05
 """How soon a request looks again when a delayed message is due but was not its to take."""
@@ -42,7 +57,7 @@ async def _watch_disconnect(receive: Receive, waiter: Waiter) -> None:
     waiter.close()
 
 
-def check_wait(request: Dequeue, field: str = "wait_seconds") -> int:
+def check_wait(request: WaitingDequeue, field: str = "wait_seconds") -> int:
     """The request's ``wait_seconds``, checked (``field`` names it in the error)."""
     return validation.integer(field, request.wait_seconds, 0, validation.MAX_WAIT_SECONDS)
 
@@ -66,7 +81,7 @@ async def dequeue(
     waiters_of: Callable[[Queue], WaiterRegistry],
     namespace: str,
     queue_name: str,
-    request: Dequeue,
+    request: WaitingDequeue,
     receive: Receive | None = None,
 ) -> list[LeasedMessage]:
     """Dequeue, waiting up to ``request.wait_seconds`` for a message to become ready.
