@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.api.express import ExpressLane
 from app.api.openapi import config as openapi_config
 from app.api.routes import ROUTERS
+from app.sqs import door as sqs_door
 from app.bootstrap import database
 from app.config import Settings, get_settings
 from app.core.models import DEFAULT_POOL
@@ -135,7 +136,7 @@ def create_app(settings: Settings, *, engine: AsyncEngine | None = None) -> Lite
         RuntimeError: at startup, when neither ``engine`` nor ``settings.database_url`` is set.
     """
     app = Litestar(
-        route_handlers=[*ROUTERS, *metrics_endpoint.HANDLERS],
+        route_handlers=[*ROUTERS, *metrics_endpoint.HANDLERS, sqs_door.ROUTER],
         lifespan=[_lifespan(settings, engine)],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[http_metrics],
