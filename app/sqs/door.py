@@ -124,9 +124,7 @@ class _Exchange:
         )
 
 
-@route(
-    [PATH_PREFIX, f"{PATH_PREFIX}/{{rest:path}}"], http_method=["POST", "GET"], status_code=200
-)
+@route([PATH_PREFIX, f"{PATH_PREFIX}/{{rest:path}}"], http_method=["POST", "GET"], status_code=200)
 async def sqs_door(request: Request[Any, Any, Any]) -> Response[bytes]:
     """An SQS request, in either protocol."""
     return await serve(request)
