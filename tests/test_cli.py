@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,13 +38,23 @@ T = TypeVar("T")
 Invoke = Callable[..., Result]  # invoke(*args, input=None)
 
 
-def _service_call(database_url: str, work: Callable[[QueueService], Coroutine[Any, Any, T]]) -> T:
+def _service_call(
+    database_url: str,
+    work: Callable[[QueueService], Coroutine[Any, Any, T]],
+    admin_token: str = ADMIN_TOKEN,
+    sealing_secret: str | None = None,
+) -> T:
     """Run one queue-service call on a fresh engine (the CLI's own loop is gone by now)."""
 
     async def call() -> T:
         engine = create_engine(database_url, pool_size=1)
         try:
-            service = QueueService(PostgresStore(engine), limits=Limits(), admin_token=ADMIN_TOKEN)
+            service = QueueService(
+                PostgresStore(engine),
+                limits=Limits(),
+                admin_token=admin_token,
+                sealing_secret=sealing_secret,
+            )
             return await work(service)
         finally:
             await engine.dispose()
@@ -187,6 +198,60 @@ def test_token_issue_list_revoke(cli: Invoke, database_url: str) -> None:
     assert ok(cli("token", "revoke", "alpha", token_id)) is None
     assert _authenticate(database_url, secret) is None
     assert ok(cli("token", "list", "alpha")) == []
+
+
+def test_token_issue_sqs_prints_an_access_key(cli: Invoke, database_url: str) -> None:
+    """``token issue --sqs`` prints an access key id and its secret access key, once; the
+    database holds the secret only sealed, under the admin token when no sealing key is set (as
+    the server reads it); ``token list`` shows the key without its secret; revoking ends it."""
+    ok(cli("namespace", "create", "alpha"))
+    issued = ok(cli("token", "issue", "alpha", "--sqs", "--label", "app"))
+    key_id, secret, token_id = issued["access_key_id"], issued["secret_access_key"], issued["id"]
+    assert re.fullmatch(r"SDLK[A-Z2-7]{16}", key_id)
+    assert len(secret) == 40
+    assert (issued["namespace"], issued["label"], issued.get("token")) == ("alpha", "app", None)
+    assert issued["kind"] == "sqs"
+    assert _authenticate(database_url, secret) is None  # not a bearer token
+
+    opened = _service_call(database_url, lambda s: s.access_key_secret(key_id))
+    assert opened == (Principal(is_admin=False, namespace="alpha", token_id=token_id), secret)
+    stored = _service_call(database_url, lambda s: s.store.find_access_key(key_id))
+    assert stored is not None
+    assert secret.encode() not in stored.sealed_secret
+
+    bearer = ok(cli("token", "issue", "alpha"))
+    listed = ok(cli("token", "list", "alpha"))
+    assert sorted((t["id"], t["kind"], t["access_key_id"]) for t in listed) == sorted(
+        [(token_id, "sqs", key_id), (bearer["id"], "bearer", None)]
+    )
+    assert secret not in json.dumps(listed)
+
+    ok(cli("token", "revoke", "alpha", token_id))
+    assert _service_call(database_url, lambda s: s.access_key_secret(key_id)) is None
+    assert [t["id"] for t in ok(cli("token", "list", "alpha"))] == [bearer["id"]]
+
+
+def test_an_sqs_sealing_key_seals_access_keys_instead_of_the_admin_token(
+    cli_on: Callable[[str], Invoke], database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``SUNDIAL_SQS_SEALING_KEY`` set, access keys are sealed under it: a server with that
+    key opens them whatever its admin token, and one with only the admin token cannot."""
+    sealing_key = "a-sealing-key-of-the-tests-" + "x" * 16
+    monkeypatch.setenv("SUNDIAL_SQS_SEALING_KEY", sealing_key)
+    cli = cli_on(database_url)
+    ok(cli("namespace", "create", "alpha"))
+    issued = ok(cli("token", "issue", "alpha", "--sqs"))
+    key_id, secret = issued["access_key_id"], issued["secret_access_key"]
+
+    assert _service_call(database_url, lambda s: s.access_key_secret(key_id)) is None
+    opened = _service_call(
+        database_url,
+        lambda s: s.access_key_secret(key_id),
+        admin_token="another-admin-token-of-32-characters",
+        sealing_secret=sealing_key,
+    )
+    assert opened is not None
+    assert opened[1] == secret
 
 
 def test_revoking_one_token_leaves_the_others(cli: Invoke, database_url: str) -> None:

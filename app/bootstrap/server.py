@@ -24,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.api.express import ExpressLane
 from app.api.openapi import config as openapi_config
 from app.api.routes import ROUTERS
-from app.sqs import door as sqs_door
 from app.bootstrap import database
 from app.config import Settings, get_settings
 from app.core.models import DEFAULT_POOL
@@ -33,6 +32,7 @@ from app.observability import endpoint as metrics_endpoint
 from app.observability.http import http_metrics
 from app.observability.server import ServerMetrics, metered_pools
 from app.scheduler import Scheduler
+from app.sqs import door as sqs_door
 from app.web.errors import EXCEPTION_HANDLERS
 from app.web.ratelimit import RateLimiter
 from app.web.runtime import Pool, Runtime

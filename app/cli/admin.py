@@ -19,7 +19,7 @@ from app.bootstrap import database
 from app.commandline import split_queue_path
 from app.config import get_settings
 from app.core.errors import SundialError
-from app.core.models import QueueConfig
+from app.core.models import QueueConfig, Token
 from app.core.service import QueueService
 
 T = TypeVar("T")
@@ -39,6 +39,12 @@ def _run(work: Callable[[QueueService], Awaitable[T]]) -> T:
             return asyncio.run(call(url))
         except SundialError as error:
             raise click.ClickException(f"{error.code}: {error.message}") from error
+
+
+def _token(token: Token) -> dict[str, Any]:
+    """A token as printed: its fields and its kind (``bearer``, or ``sqs`` for an access key)."""
+    kind = "bearer" if token.access_key_id is None else "sqs"
+    return {**_plain(token), "kind": kind}
 
 
 def _plain(value: Any) -> Any:
@@ -102,17 +108,17 @@ def token_issue(namespace_name: str, label: str, sqs: bool) -> None:
     """Issue a token for NAMESPACE (its secret is shown only now)."""
     if sqs:
         issued = _run(lambda s: s.issue_access_key(namespace_name, label))
-        _print({"secret_access_key": issued.secret, **_plain(issued.token)})
+        _print({"secret_access_key": issued.secret, **_token(issued.token)})
         return
     issued = _run(lambda s: s.issue_token(namespace_name, label))
-    _print({"token": issued.secret, **_plain(issued.token)})
+    _print({"token": issued.secret, **_token(issued.token)})
 
 
 @token.command("list")
 @click.argument("namespace_name", metavar="NAMESPACE")
 def token_list(namespace_name: str) -> None:
     """List NAMESPACE's tokens (without secrets)."""
-    _print(_run(lambda s: s.list_tokens(namespace_name)))
+    _print([_token(t) for t in _run(lambda s: s.list_tokens(namespace_name))])
 
 
 @token.command("revoke")

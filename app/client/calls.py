@@ -150,10 +150,11 @@ def delete_namespace(name: str) -> Call[None]:
 
 
 def issue_token(
-    namespace: str, label: str = "", expires_at: datetime | None = None
+    namespace: str, label: str = "", expires_at: datetime | None = None, *, kind: str = "bearer"
 ) -> Call[IssuedToken]:
-    """``POST /v1/namespaces/{ns}/tokens``."""
-    body = _given(label=label, expires_at=expires_at)
+    """``POST /v1/namespaces/{ns}/tokens``: a bearer token, or with ``kind="sqs"`` an SQS access
+    key (``kind`` is sent only then, so that servers without SQS access keys still issue)."""
+    body = _given(label=label, expires_at=expires_at, kind=None if kind == "bearer" else kind)
     return Call("POST", f"{_ns(namespace)}/tokens", _decoder(IssuedToken), body)
 
 

@@ -26,16 +26,20 @@ class Namespace(Model, frozen=True, kw_only=True):
 
 
 class Token(Model, frozen=True, kw_only=True):
-    """A namespace token as listed (never with its secret)."""
+    """A namespace token as listed (never with its secret): ``kind`` is ``"bearer"``, or
+    ``"sqs"`` for an SQS access key, whose ``access_key_id`` is set."""
 
     id: str
     label: str
     created_at: datetime
     expires_at: datetime | None
+    kind: str = "bearer"  # older servers send neither
+    access_key_id: str | None = None
 
 
 class IssuedToken(Token, frozen=True, kw_only=True):
-    """A freshly issued token: ``token`` is the secret, shown this once only."""
+    """A freshly issued token: ``token`` is the secret (of an SQS access key, the secret access
+    key), shown this once only."""
 
     token: str
 
@@ -57,6 +61,7 @@ class Queue(Model, frozen=True, kw_only=True):
     retention_seconds: int
     enqueue_paused: bool
     dequeue_paused: bool
+    dead_letter_queue: str | None = None  # older servers do not send it
     created_at: datetime
     updated_at: datetime
     counts: dict[str, int] = {}

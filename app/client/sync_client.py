@@ -150,17 +150,23 @@ class Client:
         self.send(calls.delete_namespace(name))
 
     def issue_token(
-        self, namespace: str, label: str = "", expires_at: datetime | None = None
+        self,
+        namespace: str,
+        label: str = "",
+        expires_at: datetime | None = None,
+        *,
+        kind: str = "bearer",
     ) -> IssuedToken:
-        """Issue a namespace token; its secret (``.token``) is shown only now."""
-        return self.send(calls.issue_token(namespace, label, expires_at))
+        """Issue a namespace token, or with ``kind="sqs"`` an SQS access key (``.access_key_id``);
+        its secret (``.token``: the bearer token, or the secret access key) is shown only now."""
+        return self.send(calls.issue_token(namespace, label, expires_at, kind=kind))
 
     def list_tokens(self, namespace: str) -> list[Token]:
         """A namespace's tokens, without secrets."""
         return self.send(calls.list_tokens(namespace))
 
     def revoke_token(self, namespace: str, token_id: str) -> None:
-        """Revoke a token at once."""
+        """Revoke a token (or an SQS access key) at once."""
         self.send(calls.revoke_token(namespace, token_id))
 
     # --- queues ----------------------------------------------------------------------------------

@@ -179,6 +179,8 @@ def kept_attributes(queue: Queue) -> dict[str, str]:
     kept = dict(_KEPT_DEFAULTS)
     if is_fifo(queue):
         kept["ContentBasedDeduplication"] = "false"
+        kept["DeduplicationScope"] = "queue"
+        kept["FifoThroughputLimit"] = "perQueue"
     kept.update(queue.sqs.get("attributes", {}))
     return kept
 

@@ -146,8 +146,8 @@ async def serve(request: Request[Any, Any, Any]) -> Response[bytes]:
         return exchange.refuse(SqsError("RequestEntityTooLarge", error.detail, status=413))
     exchange = _Exchange(request, body)
     try:
+        caller = await _authenticate(request, body)  # before anything of the request is read
         action, params = exchange.read()
-        caller = await _authenticate(request, body)
         rt = runtime(request)
         actions = Actions(rt.service, rt.waiters_of)
         result = await actions.run(action, params, caller, request.receive)

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
-from collections.abc import Coroutine, Iterator
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
 from app.client import (
     ApiError,
@@ -25,6 +29,7 @@ from app.client import (
     Forbidden,
     InvalidState,
     LeaseMismatch,
+    Message,
     NewMessage,
     NotFound,
     QueuePaused,
@@ -234,6 +239,143 @@ async def test_async_client_on_the_callers_own_event_loop(q: str, aclient: Async
     assert (await aclient.get_queue(q)).counts["completed"] == 2
     with pytest.raises(NotFound):
         await aclient.get_message(q, "zzz")
+
+
+# --- dead-letter queues and SQS access keys ----------------------------------------------------
+
+
+def _eventually(read: Callable[[], Message], timeout: float = 10.0) -> Message:
+    """What ``read`` answers once it stops raising NotFound: the scheduler moves dead letters
+    within a tick (0.05 s here); the deadline only bounds a failing test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return read()
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _redriven(metrics: str) -> float:
+    [value] = re.findall(r"^sundial_messages_redriven_total (\S+)$", metrics, re.M)
+    return float(value)
+
+
+def test_a_queue_names_its_dead_letter_queue(q: str, client: Client) -> None:
+    """``dead_letter_queue`` is set by PUT, changed and cleared by PATCH, reset by a PUT that
+    leaves it out, and a 400 naming it when it names the queue itself or is no queue name."""
+    namespace, name = split_queue(q)
+    assert client.put_queue(q).dead_letter_queue is None
+    assert client.put_queue(q, dead_letter_queue="jobs-dead").dead_letter_queue == "jobs-dead"
+    assert client.get_queue(q).dead_letter_queue == "jobs-dead"
+    assert [queue.dead_letter_queue for queue in client.list_queues(namespace)] == ["jobs-dead"]
+    assert client.update_queue(q, dead_letter_queue="other").dead_letter_queue == "other"
+    assert client.update_queue(q, dead_letter_queue=None).dead_letter_queue is None
+    refusals: list[Callable[[], Any]] = [
+        lambda: client.put_queue(q, dead_letter_queue=name),
+        lambda: client.update_queue(q, dead_letter_queue=name),
+        lambda: client.update_queue(q, dead_letter_queue="no spaces"),
+    ]
+    for refused in refusals:
+        with pytest.raises(ValidationError) as caught:
+            refused()
+        assert caught.value.field == "dead_letter_queue"
+    assert client.get_queue(q).dead_letter_queue is None
+    client.update_queue(q, dead_letter_queue="jobs-dead")
+    assert client.put_queue(q).dead_letter_queue is None  # PUT sets the whole configuration
+
+
+def test_a_dead_letter_moves_pending_into_the_dead_letter_queue(q: str, client: Client) -> None:
+    """A message failed on its last attempt arrives in the dead-letter queue pending, attempts
+    reset, with its id, payload, metadata, priority, times and last error; its exclusive and
+    filter values are read with the target's keys; it leaves its queue; the counter counts it."""
+    namespace, _ = split_queue(q)
+    dead = f"{namespace}/jobs-dead"
+    client.put_queue(
+        dead, kind="exclusive", exclusive_key="tenant", filter_key="region", max_attempts=4
+    )
+    client.put_queue(q, max_attempts=1, dead_letter_queue="jobs-dead")
+    before = _redriven(client.metrics())
+    metadata = {"tenant": "acme", "region": "eu"}
+    expires_at = datetime.now(UTC) + timedelta(hours=1)
+    client.enqueue(q, {"n": 1}, id="m-1", priority=7, metadata=metadata, expires_at=expires_at)
+    [leased] = client.dequeue(q)
+    original = client.get_message(q, "m-1")
+    assert original.exclusive_value is None  # q is a simple queue
+    assert client.fail(q, leased.id, leased.lease_id, "boom").state == "errored"
+
+    moved = _eventually(lambda: client.get_message(dead, "m-1"))
+    assert (moved.state, moved.attempts, moved.max_attempts) == ("pending", 0, 4)
+    assert (moved.priority, moved.payload, moved.metadata) == (7, {"n": 1}, metadata)
+    assert (moved.enqueued_at, moved.expires_at) == (original.enqueued_at, original.expires_at)
+    assert (moved.last_error, moved.exclusive_value) == ("boom", "acme")
+    with pytest.raises(NotFound):  # one statement: never in both queues
+        client.get_message(q, "m-1")
+    assert client.get_queue(q).counts["errored"] == 0
+    [again] = client.dequeue(dead, metadata={"region": "eu"})  # the target's filter key
+    assert (again.id, again.attempt) == ("m-1", 1)
+
+    deadline = time.monotonic() + 10
+    while _redriven(client.metrics()) < before + 1:  # counted after the tick that moved it
+        assert time.monotonic() < deadline, "sundial_messages_redriven_total did not count it"
+        time.sleep(0.02)
+
+
+def test_dead_letters_stay_while_their_move_is_impossible(q: str, client: Client) -> None:
+    """A dead letter stays errored while its dead-letter queue does not exist, and while that
+    queue holds its id; it moves once the queue exists. Another queue's dead letter, failed
+    later, shows that the scheduler had its turn at them."""
+    namespace, _ = split_queue(q)
+    client.put_queue(q, max_attempts=1, dead_letter_queue="later")
+    client.put_queue(f"{q}-2", max_attempts=1, dead_letter_queue="jobs-dead")
+    client.put_queue(f"{namespace}/jobs-dead")
+    client.enqueue(f"{namespace}/jobs-dead", "already here", id="taken")
+    for queue, message_id in ((q, "lost"), (f"{q}-2", "taken"), (f"{q}-2", "sentinel")):
+        client.enqueue(queue, message_id, id=message_id)
+        [leased] = client.dequeue(queue)
+        client.fail(queue, leased.id, leased.lease_id, "boom")
+
+    _eventually(lambda: client.get_message(f"{namespace}/jobs-dead", "sentinel"))
+    assert client.get_message(q, "lost").state == "errored"
+    assert client.get_message(f"{q}-2", "taken").state == "errored"
+    assert client.get_message(f"{namespace}/jobs-dead", "taken").payload == "already here"
+
+    client.put_queue(f"{namespace}/later")
+    assert _eventually(lambda: client.get_message(f"{namespace}/later", "lost")).state == "pending"
+
+
+def test_issuing_an_sqs_access_key(admin: Client, namespace: str, server: str) -> None:
+    """``issue_token(kind="sqs")`` answers an access key id and a secret access key that signs
+    requests to the SQS door; listings tell the kinds apart; revoking refuses the key."""
+    bearer = admin.issue_token(namespace, "api")
+    assert (bearer.kind, bearer.access_key_id) == ("bearer", None)
+    issued = admin.issue_token(namespace, "sqs-app", kind="sqs")
+    assert issued.kind == "sqs"
+    assert issued.access_key_id is not None
+    assert re.fullmatch(r"SDLK[A-Z2-7]{16}", issued.access_key_id)
+    assert len(issued.token) == 40
+    assert issued.label == "sqs-app"
+    listed = {token.id: (token.kind, token.access_key_id) for token in admin.list_tokens(namespace)}
+    assert listed == {bearer.id: ("bearer", None), issued.id: ("sqs", issued.access_key_id)}
+
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=f"{server}/sqs",
+        region_name="eu-west-1",
+        aws_access_key_id=issued.access_key_id,
+        aws_secret_access_key=issued.token,
+    )
+    url = sqs.create_queue(QueueName="from-sqs")["QueueUrl"]
+    assert admin.get_queue(f"{namespace}/from-sqs").name == "from-sqs"
+    admin.revoke_token(namespace, issued.id)
+    with pytest.raises(ClientError) as caught:
+        sqs.get_queue_url(QueueName="from-sqs")
+    assert caught.value.response["Error"]["Code"] == "InvalidClientTokenId"
+    assert url.endswith(f"/sqs/{namespace}/from-sqs")
+    with pytest.raises(ValidationError) as refused:
+        admin.issue_token(namespace, kind="other")
+    assert refused.value.field == "kind"
 
 
 # --- retries: the policy alone, over a scripted transport (no server involved) -----------------

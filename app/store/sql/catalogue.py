@@ -19,8 +19,9 @@ QUEUE_GET: Final[TextClause] = text(
     """
 )
 
-# An unexpired token by its secret's hash, with the catalogue version it was read at and its
-# namespace's state here.
+# An unexpired bearer token by its secret's hash, with the catalogue version it was read at and
+# its namespace's state here. An SQS access key's secret signs requests and is never a bearer
+# token, whatever it looks like.
 TOKEN_FIND_UNEXPIRED: Final[TextClause] = text(
     """
     SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at, t.access_key_id,
@@ -28,7 +29,8 @@ TOKEN_FIND_UNEXPIRED: Final[TextClause] = text(
     FROM tokens t
     JOIN namespaces n ON n.name = t.namespace
     CROSS JOIN catalogue_version v
-    WHERE t.secret_hash = :secret_hash AND (t.expires_at IS NULL OR t.expires_at > now())
+    WHERE t.secret_hash = :secret_hash AND t.access_key_id IS NULL
+      AND (t.expires_at IS NULL OR t.expires_at > now())
     """
 )
 

@@ -111,10 +111,13 @@ MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
 # start again under the target's settings, and its exclusive and filter values are read with
 # the target's keys. ``dead`` takes at most one message per (target, id), and only what the
 # INSERT placed is deleted: a dead letter whose id the target holds already stays errored in
-# its queue (its id is taken there). A queue whose dead_letter_queue names no queue keeps its
-# dead letters. They arrive in the order they died (their new seq follows finished_at), so a
-# group of an exclusive target keeps its order. The LATERAL probe walks messages_finished_idx
-# per source queue.
+# its queue (its id is taken there); it is left out of the batch, where enough of them would
+# hold back every dead letter behind them. So does one without a value for an exclusive
+# target's key (enqueue would refuse it there). A queue whose dead_letter_queue names no queue
+# keeps its dead letters; a target paused for enqueue still receives them (the pause stops
+# producers, not the scheduler). They arrive in the order they died (their new seq follows
+# finished_at), so a group of an exclusive target keeps its order. The LATERAL probe walks
+# messages_finished_idx per source queue.
 MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
     f"""
     WITH routes AS (
@@ -130,6 +133,10 @@ MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
         CROSS JOIN LATERAL (
             SELECT m.queue_id, m.id FROM messages m
             WHERE m.queue_id = r.source_id AND m.state = 'errored'
+              AND NOT EXISTS (SELECT 1 FROM messages x
+                              WHERE x.queue_id = r.target_id AND x.id = m.id)
+              AND (r.exclusive_key IS NULL
+                   OR coalesce(m.metadata ->> r.exclusive_key, '') <> '')
             ORDER BY m.finished_at
             LIMIT :batch
             FOR UPDATE SKIP LOCKED
