@@ -33,15 +33,27 @@ class AccessKey:
 
 
 @pytest.fixture(scope="session")
-def sqs_server(postgres: TestDatabase) -> Iterator[str]:
-    """The root URL of a server whose SQS door is at ``/sqs``."""
+def sqs_database(postgres: TestDatabase) -> Iterator[str]:
+    """The database the SQS tests' server serves."""
     database = postgres.create()
     try:
-        limits = {"max_payload_bytes": 1 << 20, "max_body_bytes": 4 << 20}
-        with running_server(postgres.url(database), **limits) as url:
-            yield url
+        yield database
     finally:
         postgres.drop(database)
+
+
+@pytest.fixture(scope="session")
+def sqs_dsn(postgres: TestDatabase, sqs_database: str) -> str:
+    """The libpq DSN of that database."""
+    return postgres.dsn(sqs_database)
+
+
+@pytest.fixture(scope="session")
+def sqs_server(postgres: TestDatabase, sqs_database: str) -> Iterator[str]:
+    """The root URL of a server whose SQS door is at ``/sqs``."""
+    limits = {"max_payload_bytes": 1 << 20, "max_body_bytes": 4 << 20}
+    with running_server(postgres.url(sqs_database), **limits) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
