@@ -110,6 +110,8 @@ class EnqueueOutcome:
     id: str
     state: State
     created: bool
+    seq: int | None = None
+    """The message's place in enqueue order (its ``seq``), as the store numbered it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,8 @@ class LeasedMessage:
     enqueued_at: datetime
     first_leased_at: datetime | None = None
     """When the message was first leased (this lease, on its first attempt)."""
+    seq: int | None = None
+    """The message's place in enqueue order."""
 
 
 @dataclass(frozen=True, slots=True)

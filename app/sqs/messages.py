@@ -26,7 +26,7 @@ from typing import Any, Final
 import msgspec
 
 from app.core import validation
-from app.core.models import LeasedMessage, NewMessage, Queue
+from app.core.models import EnqueueOutcome, LeasedMessage, NewMessage, Queue
 from app.sqs import attributes, checksums
 from app.sqs.errors import (
     INVALID_MESSAGE_CONTENTS,
@@ -321,6 +321,8 @@ def delivered(
         "ApproximateReceiveCount": str(leased.attempt),
         "ApproximateFirstReceiveTimestamp": _millis(leased.first_leased_at or leased.enqueued_at),
     }
+    if attributes.is_fifo(queue) and leased.seq is not None:
+        values["SequenceNumber"] = sequence_number(leased.seq)
     group = metadata.get(attributes.group_key(queue))
     if group is not None:
         values["MessageGroupId"] = group
@@ -338,12 +340,14 @@ def delivered(
     return message
 
 
-def sent(outcome_id: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+def sent(outcome: EnqueueOutcome, entry: Mapping[str, Any], queue: Queue) -> dict[str, Any]:
     """What SendMessage answers for a message it enqueued (or found already there)."""
     answer: dict[str, Any] = {
-        "MessageId": outcome_id,
+        "MessageId": outcome.id,
         "MD5OfMessageBody": checksums.md5_of_body(entry["MessageBody"]),
     }
+    if attributes.is_fifo(queue) and outcome.seq is not None:
+        answer["SequenceNumber"] = sequence_number(outcome.seq)
     given = entry.get("MessageAttributes")
     if given:
         answer["MD5OfMessageAttributes"] = checksums.md5_of_message_attributes(given)
@@ -351,6 +355,12 @@ def sent(outcome_id: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     if system:
         answer["MD5OfMessageSystemAttributes"] = checksums.md5_of_message_system_attributes(system)
     return answer
+
+
+def sequence_number(seq: int) -> str:
+    """A FIFO message's ``SequenceNumber``: its place in enqueue order, as SQS writes one (a
+    string of digits that grows with each message of the queue, 20 of them here)."""
+    return str(seq).zfill(20)
 
 
 def _millis(moment: Any) -> str:

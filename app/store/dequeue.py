@@ -65,6 +65,7 @@ def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
             metadata=r.metadata,
             enqueued_at=r.enqueued_at,
             first_leased_at=r.first_leased_at,
+            seq=r.seq,
         )
         for r in ordered
     ]

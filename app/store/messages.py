@@ -151,12 +151,16 @@ class MessageStore(StorePaths):
                 await cursor.execute(*_enqueue_params(queue, pending, guard))
                 for row in await cursor.fetchall():
                     if row.id is not None:  # not the wake-up branch's row
-                        outcomes[row.id] = EnqueueOutcome(row.id, State(row.state), row.created)
+                        outcomes[row.id] = EnqueueOutcome(
+                            row.id, State(row.state), row.created, row.seq
+                        )
                 unseen = [r.id for r in pending if r.id not in outcomes]
                 if unseen:
                     await cursor.execute(_STATES, {"queue_id": queue.id, "ids": unseen})
                     for row in await cursor.fetchall():
-                        outcomes[row.id] = EnqueueOutcome(row.id, State(row.state), False)
+                        outcomes[row.id] = EnqueueOutcome(
+                            row.id, State(row.state), False, row.seq
+                        )
                 pending = [r for r in pending if r.id not in outcomes]
                 if not pending:
                     return [outcomes[r.id] for r in rows]

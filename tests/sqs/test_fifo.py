@@ -143,6 +143,38 @@ def test_the_same_deduplication_id_is_delivered_once(sqs: Any) -> None:
     assert bodies(receive(sqs, url, MaxNumberOfMessages=10)) == ["other"]
 
 
+def test_sequence_numbers_grow_with_each_send_and_come_with_the_message(sqs: Any) -> None:
+    """A FIFO send answers a SequenceNumber (20 digits) that grows with each message, a
+    duplicate send answers its first message's, and the receive carries the same number."""
+    url = fifo_queue(sqs)
+    numbers = []
+    for n in range(3):
+        answer = sqs.send_message(
+            QueueUrl=url,
+            MessageBody=f"m{n}",
+            MessageGroupId=f"g{n}",
+            MessageDeduplicationId=f"d{n}",
+        )
+        numbers.append(answer["SequenceNumber"])
+    assert all(len(number) == 20 and number.isdigit() for number in numbers)
+    assert numbers == sorted(numbers, key=int)
+    assert len(set(numbers)) == 3
+    again = sqs.send_message(
+        QueueUrl=url, MessageBody="m0", MessageGroupId="g0", MessageDeduplicationId="d0"
+    )
+    assert again["SequenceNumber"] == numbers[0]
+    got = receive(sqs, url, MaxNumberOfMessages=10)
+    assert {m["Body"]: m["Attributes"]["SequenceNumber"] for m in got} == {
+        f"m{n}": numbers[n] for n in range(3)
+    }
+
+
+def test_a_standard_queue_answers_no_sequence_number(sqs: Any) -> None:
+    """SequenceNumber is a FIFO queue's: a standard queue's send answers none."""
+    url = sqs.create_queue(QueueName="plain")["QueueUrl"]
+    assert "SequenceNumber" not in sqs.send_message(QueueUrl=url, MessageBody="x")
+
+
 def test_content_based_deduplication_delivers_a_body_once(sqs: Any) -> None:
     """With ContentBasedDeduplication the body is the deduplication id: the same body twice
     is one message, two bodies are two."""

@@ -76,13 +76,13 @@ def _enqueue(rows: str) -> TextClause:
         WHERE {CATALOGUE_IS_CURRENT}
         ORDER BY ord
         ON CONFLICT (queue_id, id) DO NOTHING
-        RETURNING id, state
+        RETURNING id, state, seq
     ),
     existing AS (
         -- The ids the insert found taken, with their states as of this statement's start. One
         -- taken by a producer that committed after that start is not seen here: the caller
         -- reads it afterwards.
-        SELECT m.id, m.state FROM messages m
+        SELECT m.id, m.state, m.seq FROM messages m
         WHERE m.queue_id = CAST(:queue_id AS bigint)
           AND m.id IN (SELECT id FROM rows EXCEPT ALL SELECT id FROM inserted)
     ),
@@ -91,11 +91,11 @@ def _enqueue(rows: str) -> TextClause:
         WHERE EXISTS (SELECT 1 FROM inserted WHERE state = 'pending')
           AND {SOMEONE_LISTENS}
     )
-    SELECT id, state::text AS state, true AS created FROM inserted
+    SELECT id, state::text AS state, true AS created, seq FROM inserted
     UNION ALL
-    SELECT id, state::text, false FROM existing
+    SELECT id, state::text, false, seq FROM existing
     UNION ALL
-    SELECT NULL, NULL, NULL FROM wake
+    SELECT NULL, NULL, NULL, NULL FROM wake
     """
     )
 

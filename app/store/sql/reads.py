@@ -25,7 +25,7 @@ MESSAGE_GET: Final[TextClause] = text(
 
 # The current states of some ids (what an enqueue found taken after its snapshot).
 MESSAGES_STATES: Final[TextClause] = text(
-    "SELECT id, state::text AS state FROM messages "
+    "SELECT id, state::text AS state, seq FROM messages "
     "WHERE queue_id = :queue_id AND id = ANY(CAST(:ids AS text[]))"
 )
 
