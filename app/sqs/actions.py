@@ -290,7 +290,7 @@ class Actions:
         queue = await self._queue(_queue_ref(request, caller))
         message = messages.new_message(request, queue)
         outcomes = await self.service.enqueue(queue.namespace, queue.name, [message])
-        return messages.sent(outcomes[0].id, request)
+        return messages.sent(outcomes[0], request, queue)
 
     async def send_message_batch(
         self, request: Mapping[str, Any], caller: Caller, _: Receive | None
@@ -316,7 +316,7 @@ class Actions:
                 queue.namespace, queue.name, [message for _entry, message in accepted]
             )
             for (entry, _message), outcome in zip(accepted, outcomes, strict=True):
-                successful.append({"Id": entry["Id"], **messages.sent(outcome.id, entry)})
+                successful.append({"Id": entry["Id"], **messages.sent(outcome, entry, queue)})
         return {"Successful": successful, "Failed": failed}
 
     async def receive_message(
@@ -368,9 +368,9 @@ class Actions:
             await self.service.complete(
                 queue.namespace, queue.name, receipt.message_id, receipt.lease_id
             )
-        except NotFoundError:
-            pass  # deleted already: SQS answers success
-        except LeaseMismatchError:
+        except (LeaseMismatchError, NotFoundError):
+            # Not found: gone, and not deleted through this handle (repeating that answers
+            # success): deleted through a later receive's, or moved to the dead-letter queue.
             _stale_delete(queue)
         return {}
 
@@ -394,7 +394,7 @@ class Actions:
                 queue.namespace, queue.name, [ref for _id, ref in refs], []
             )
             for (entry_id, _ref), result in zip(refs, results, strict=True):
-                if result.ok or result.error == NotFoundError.code:
+                if result.ok:
                     successful.append({"Id": entry_id})
                     continue
                 try:
