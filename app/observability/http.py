@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Final
 from litestar.enums import ScopeType
 from prometheus_client import Counter, Gauge, Histogram
 
+from app.web.runtime import ROUTE_LABEL
+
 if TYPE_CHECKING:
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -109,7 +111,8 @@ def http_metrics(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, timed_send)
         finally:
             progress.dec()
-            count, latency, errors = _finished_children(method, path, status)
+            label = str(scope.get(ROUTE_LABEL, path))
+            count, latency, errors = _finished_children(method, label, status)
             if errors is not None:
                 errors.inc()
             count.inc()

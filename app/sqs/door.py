@@ -26,7 +26,7 @@ from app.core import catalogue
 from app.core.errors import UnavailableError
 from app.core.models import Principal
 from app.sqs import query_protocol, signing
-from app.sqs.actions import Actions, Caller
+from app.sqs.actions import ACTIONS, Actions, Caller
 from app.sqs.errors import (
     INTERNAL_FAILURE,
     INVALID_CLIENT_TOKEN_ID,
@@ -37,7 +37,7 @@ from app.sqs.errors import (
 )
 from app.sqs.names import PATH_PREFIX
 from app.web.ratelimit import RateLimitedError
-from app.web.runtime import runtime
+from app.web.runtime import ROUTE_LABEL, runtime
 
 log = logging.getLogger("sundial.sqs")
 
@@ -148,6 +148,8 @@ async def serve(request: Request[Any, Any, Any]) -> Response[bytes]:
     try:
         caller = await _authenticate(request, body)  # before anything of the request is read
         action, params = exchange.read()
+        if action in ACTIONS:  # the metrics' route label: the door's own, per action
+            request.scope[ROUTE_LABEL] = f"{PATH_PREFIX}:{action}"  # type: ignore[literal-required]
         rt = runtime(request)
         actions = Actions(rt.service, rt.waiters_of)
         result = await actions.run(action, params, caller, request.receive)

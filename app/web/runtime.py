@@ -19,6 +19,10 @@ from app.core.service import QueueService
 from app.web.ratelimit import RateLimiter
 from app.web.waiters import WaiterRegistry
 
+ROUTE_LABEL: str = "sundial.route_label"
+"""A scope key a handler may set to label its request in the HTTP metrics more precisely than
+its route template (the SQS door: ``/sqs:<Action>``); its values must be few."""
+
 
 class Listener(Protocol):
     """The process's LISTEN connection, as the server sees it."""

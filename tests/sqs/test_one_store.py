@@ -72,6 +72,9 @@ def test_a_message_sent_through_sqs_is_a_sundial_message(
     )
     assert enqueued is not None, metrics[:2000]
     assert float(enqueued.group(1)) == 1.0
+    # The HTTP metrics label the door's requests per action.
+    assert 'path="/sqs:SendMessage"' in metrics
+    assert 'path="/sqs:DeleteMessage"' in metrics
 
 
 def test_a_message_enqueued_through_rest_is_received_through_sqs(
