@@ -4,7 +4,7 @@ A server with two worker processes and a second server share one database (the e
 default's), as an operator runs them. Keep-alive connections, spread over both servers, loop
 requests around a token revoke, a namespace deleted and recreated under the same name, and a
 pause; every request sent after the change's answer must see it (tests/api/test_coherence.py
-does the same in process, with more cases).
+does the same in process, with more cases). The SQS door is held to the same rule.
 """
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from tests.processes import free_port
 from tests.test_serve import serve
@@ -149,3 +152,88 @@ def test_no_stale_answer_across_workers_and_servers(
     )
     assert seen.before == {201}
     assert {status for status, _ in seen.after} == {409}, seen.after
+
+
+@pytest.mark.slow
+def test_no_stale_sqs_answer_across_workers_and_servers(
+    servers: tuple[list[str], httpx.Client],
+) -> None:
+    """The SQS door keeps the same rule: once a key's revocation (or a queue's deletion) is
+    answered, every SQS request sent after it, to any worker of any server, sees it, including
+    answers made of lookups alone (GetQueueUrl, ListQueueTags)."""
+    bases, admin = servers
+    created(admin.post("/v1/namespaces", json={"name": "acct"}))
+    answer = admin.post("/v1/namespaces/acct/tokens", json={"kind": "sqs"})
+    created(answer)
+    key_id, secret, token_id = (answer.json()[k] for k in ("access_key_id", "token", "id"))
+    clients = [
+        boto3.client(
+            "sqs",
+            endpoint_url=f"{bases[i % len(bases)]}/sqs",
+            region_name="us-east-1",
+            aws_access_key_id=key_id,
+            aws_secret_access_key=secret,
+            config=Config(retries={"max_attempts": 0, "mode": "standard"}),
+        )
+        for i in range(CONNECTIONS)
+    ]
+    url = clients[0].create_queue(QueueName="jobs", tags={"team": "a"})["QueueUrl"]
+    calls = [
+        lambda c: c.get_queue_url(QueueName="jobs"),
+        lambda c: c.list_queue_tags(QueueUrl=url),
+        lambda c: c.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"]),
+        lambda c: c.send_message(QueueUrl=url, MessageBody="x"),
+    ]
+
+    def outcomes(change: Callable[[], None]) -> tuple[set[str], set[str]]:
+        before: set[str] = set()
+        after: set[str] = set()
+        lock = threading.Lock()
+        warm = threading.Barrier(CONNECTIONS + 1, timeout=60)
+        changed = threading.Event()
+
+        def code(client: object, n: int) -> str:
+            try:
+                calls[n % len(calls)](client)
+            except ClientError as error:
+                return str(error.response["Error"]["Code"])
+            return "ok"
+
+        def loop(client: object) -> None:
+            for n in range(WARM):
+                found = code(client, n)
+                with lock:
+                    before.add(found)
+            warm.wait()
+            changed.wait(60)
+            for n in range(AFTER):
+                found = code(client, n)
+                with lock:
+                    after.add(found)
+
+        threads = [threading.Thread(target=loop, args=(c,)) for c in clients]
+        for thread in threads:
+            thread.start()
+        try:
+            warm.wait()
+            change()
+        finally:
+            changed.set()
+            for thread in threads:
+                thread.join(timeout=60)
+        assert not any(thread.is_alive() for thread in threads)
+        return before, after
+
+    def delete_queue() -> None:
+        created(admin.delete("/v1/namespaces/acct/queues/jobs"))
+
+    before, after = outcomes(delete_queue)
+    assert before == {"ok"}
+    assert after == {"AWS.SimpleQueueService.NonExistentQueue"}
+
+    clients[0].create_queue(QueueName="jobs", tags={"team": "a"})
+    before, after = outcomes(
+        lambda: created(admin.delete(f"/v1/namespaces/acct/tokens/{token_id}"))
+    )
+    assert before == {"ok"}
+    assert after == {"InvalidClientTokenId"}

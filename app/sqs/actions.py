@@ -126,7 +126,7 @@ class Actions:
         settings = attributes.read(given, fifo=fifo, creating=True)
         tags = _tags(_mapping(request, "tags"))
         ref = QueueRef(caller.namespace, name)
-        existing = await self._queue_or_none(ref)
+        existing = await self._queue_or_none(ref, answer=True)
         if existing is None:
             await self._check_dead_letter(settings, caller, fifo=fifo)
             config = attributes.new_queue_config(fifo)
@@ -136,7 +136,7 @@ class Actions:
             )
             if created is not None:
                 return {"QueueUrl": names.queue_url(caller.endpoint, ref)}
-            existing = await self._queue(ref)
+            existing = await self._queue(ref, answer=True)
         # SQS answers an existing queue's URL when every attribute given matches it.
         current = attributes.render(existing, given, region=caller.region, counts=None)
         for key, value in given.items():
@@ -170,7 +170,7 @@ class Actions:
         name = _required_text(request, "QueueName")
         owner = request.get("QueueOwnerAWSAccountId")
         ref = names.owned(QueueRef(owner or caller.namespace, name), caller.namespace)
-        await self._queue(ref)
+        await self._queue(ref, answer=True)
         return {"QueueUrl": names.queue_url(caller.endpoint, ref)}
 
     async def list_queues(
@@ -208,7 +208,7 @@ class Actions:
             detail = await self._detail(ref)
             queue, counts = detail.queue, detail.stats.counts
         else:
-            queue, counts = await self._queue(ref), None
+            queue, counts = await self._queue(ref, answer=True), None
         values = attributes.render(queue, wanted, region=caller.region, counts=counts)
         return {"Attributes": values} if values else {}
 
@@ -279,7 +279,7 @@ class Actions:
     async def list_queue_tags(
         self, request: Mapping[str, Any], caller: Caller, _: Receive | None
     ) -> dict[str, Any]:
-        tags = attributes.tags(await self._queue(_queue_ref(request, caller)))
+        tags = attributes.tags(await self._queue(_queue_ref(request, caller), answer=True))
         return {"Tags": tags} if tags else {}
 
     # --- messages ------------------------------------------------------------------------------
@@ -456,14 +456,19 @@ class Actions:
 
     # --- lookups -------------------------------------------------------------------------------
 
-    async def _queue_or_none(self, ref: QueueRef) -> Queue | None:
+    async def _queue_or_none(self, ref: QueueRef, *, answer: bool = False) -> Queue | None:
+        """The queue, or None. ``answer``: the action's answer is made of it alone, so its
+        lookup (and the caller's key's) must be confirmed current, as a statement about it
+        would confirm them (docs/adr/0011-catalogue-version.md)."""
         try:
+            if answer:
+                return await self.service.get_queue(ref.namespace, ref.name)
             return await self.service.get_queue_or_404(ref.namespace, ref.name)
         except NotFoundError:
             return None
 
-    async def _queue(self, ref: QueueRef) -> Queue:
-        queue = await self._queue_or_none(ref)
+    async def _queue(self, ref: QueueRef, *, answer: bool = False) -> Queue:
+        queue = await self._queue_or_none(ref, answer=answer)
         if queue is None:
             raise non_existent_queue()
         return queue

@@ -211,10 +211,16 @@ class AdminStore(StorePaths):
         return token
 
     async def find_access_key(self, access_key_id: str) -> AccessKey | None:
-        """The unexpired SQS access key with this id, with its sealed secret, if any. Read on
-        every request (a signature is checked with the secret as it is now); the lookup is
-        relied on like a token's, so a revocation applies to the next request."""
+        """The unexpired SQS access key with this id, with its sealed secret, if any; kept in
+        memory and relied on like a token (its secret never changes, and a revocation changes
+        the catalogue version, so it applies to the next request)."""
         view = catalogue.current_view()
+        if view is not None and self.lookups.enabled:
+            cached = self.lookups.access_key(access_key_id)
+            if cached is not None:
+                valid_until = cached.token.expires_at
+                view.rely_on(self.lookups.version, fresh=False, valid_until=valid_until)
+                return cached
         async with self._transaction() as conn:
             params = {"access_key_id": access_key_id}
             result = await conn.execute(catalogue_sql.ACCESS_KEY_FIND_UNEXPIRED, params)
@@ -224,9 +230,12 @@ class AdminStore(StorePaths):
         if row["namespace_state"] != "active":
             raise NamespaceMovingError(row["namespace"])
         token = Token(**{key: row[key] for key in _TOKEN_FIELDS})
+        key = AccessKey(token=token, sealed_secret=bytes(row["sealed_secret"]))
+        version = row["catalogue_version"]
         if view is not None:
-            view.rely_on(row["catalogue_version"], fresh=True, valid_until=token.expires_at)
-        return AccessKey(token=token, sealed_secret=bytes(row["sealed_secret"]))
+            view.rely_on(version, fresh=True, valid_until=token.expires_at)
+            self.lookups.remember_access_key(key, version)
+        return key
 
     # --- queues -----------------------------------------------------------------------------
 

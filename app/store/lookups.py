@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from cachetools import TTLCache
 
-from app.core.models import Queue, Token
+from app.core.models import AccessKey, Queue, Token
 
 MAX_ENTRIES = 10_000
 """Entries of each kind; the least recently used go first beyond this."""
@@ -48,9 +48,11 @@ class LookupCache:
         """The catalogue version every entry was read at."""
         self._tokens: TTLCache[bytes, Token] | None = None
         self._queues: TTLCache[tuple[str, str], Queue] | None = None
+        self._access_keys: TTLCache[str, AccessKey] | None = None
         if ttl > 0:
             self._tokens = TTLCache(max_entries, ttl, timer=timer)
             self._queues = TTLCache(max_entries, ttl, timer=timer)
+            self._access_keys = TTLCache(max_entries, ttl, timer=timer)
 
     @property
     def enabled(self) -> bool:
@@ -65,6 +67,17 @@ class LookupCache:
         """Keep a token read at catalogue ``version``."""
         if self._tokens is not None and self._adopt(version):
             self._tokens[secret_hash] = token
+
+    def access_key(self, access_key_id: str) -> AccessKey | None:
+        """The cached SQS access key with this id, or None."""
+        keys = self._access_keys
+        return keys.get(access_key_id) if keys is not None else None
+
+    def remember_access_key(self, key: AccessKey, version: int) -> None:
+        """Keep an SQS access key read at catalogue ``version``."""
+        access_key_id = key.token.access_key_id
+        if self._access_keys is not None and access_key_id and self._adopt(version):
+            self._access_keys[access_key_id] = key
 
     def queue(self, namespace: str, name: str) -> Queue | None:
         """The cached queue, or None."""
@@ -82,6 +95,8 @@ class LookupCache:
             self._tokens.clear()
         if self._queues is not None:
             self._queues.clear()
+        if self._access_keys is not None:
+            self._access_keys.clear()
 
     def _adopt(self, version: int) -> bool:
         """Whether an entry read at ``version`` may be kept; a newer version empties the cache."""

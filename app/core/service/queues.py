@@ -66,6 +66,12 @@ class Queues(ServiceBase):
         return await self.store.update_queue(existing, changes, wake=resumed), False
 
     @again_if_catalogue_changed
+    async def get_queue(self, namespace: str, name: str) -> Queue:
+        """The queue (NotFoundError if there is none), its lookup confirmed current: for an
+        answer made of the queue alone."""
+        return await self.get_queue_or_404(namespace, name)
+
+    @again_if_catalogue_changed
     async def create_queue(
         self,
         namespace: str,
