@@ -1,4 +1,4 @@
-"""``python -m bench``: the command line of the suite (and of the failover and pools benches,
+"""``python -m bench``: the command line of the suite (and of the failover, pools and sqs benches,
 which run only when named), see bench/README.md."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from bench.harness import BENCH
 from bench.run import run as run_suite
 from bench.sizes import FULL, QUICK, WORKLOADS
 
-NAMED_ONLY = ("failover", "pools")
+NAMED_ONLY = ("failover", "pools", "sqs")
 """Benches of their own, with their own servers and databases, run only when named."""
 DESCRIPTION = (
     "The workloads, the run loop and the report. See bench/README.md for what each workload does."
@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="+",
         choices=(*WORKLOADS, *NAMED_ONLY),
-        help="run only these workloads (failover and pools run only when named: bench/failover/,"
-        " bench/pools/)",
+        help="run only these workloads (failover, pools and sqs run only when named:"
+        " bench/failover/, bench/pools/, bench/sqs/)",
     )
     parser.add_argument("--runs", type=int, help="repetitions per workload (median is reported)")
     parser.add_argument("--out", type=Path, default=BENCH / "out", help="where results go")
@@ -64,6 +64,18 @@ def main(argv: list[str] | None = None) -> int:
         from bench.pools.run import run as run_pools
 
         named_status |= run_pools(
+            full=args.full,
+            runs=args.runs,
+            workers=args.workers,
+            out=args.out,
+            keep=args.keep,
+            taskset=args.taskset,
+        )
+    if "sqs" in selected:
+        # Its own server and database: the SQS door against the REST API.
+        from bench.sqs.run import run as run_sqs
+
+        named_status |= run_sqs(
             full=args.full,
             runs=args.runs,
             workers=args.workers,
