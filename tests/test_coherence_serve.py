@@ -10,10 +10,11 @@ does the same in process, with more cases). The SQS door is held to the same rul
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import boto3
 import httpx
@@ -28,43 +29,41 @@ CONNECTIONS = 6
 WARM = 20  # requests each connection makes before the change (reaching both workers)
 AFTER = 30  # requests each connection makes after the change's answer
 
+T = TypeVar("T")
+C = TypeVar("C")
+
 
 @dataclass
-class Seen:
+class Seen(Generic[T]):
+    """What the connections saw before the change, and after its answer."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
-    before: set[int] = field(default_factory=set)
-    after: list[tuple[int, str]] = field(default_factory=list)
+    before: set[T] = field(default_factory=set)
+    after: list[T] = field(default_factory=list)
 
 
 def hammer(
-    bases: list[str],
-    token: str,
-    request: Callable[[httpx.Client], httpx.Response],
-    change: Callable[[], None],
-) -> Seen:
-    """CONNECTIONS threads, each on one keep-alive connection to one of ``bases``, loop
-    ``request``; ``change`` runs once all have made WARM requests."""
-    seen = Seen()
-    warm = threading.Barrier(CONNECTIONS + 1, timeout=60)
+    clients: Sequence[C], request: Callable[[C, int], T], change: Callable[[], None]
+) -> Seen[T]:
+    """A thread per client (each its own keep-alive connection) loops ``request`` (with the
+    request's number); ``change`` runs once all have made WARM requests."""
+    seen: Seen[T] = Seen()
+    warm = threading.Barrier(len(clients) + 1, timeout=60)
     changed = threading.Event()
 
-    def loop(base: str) -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-            for _ in range(WARM):
-                status = request(client).status_code
-                with seen.lock:
-                    seen.before.add(status)
-            warm.wait()
-            changed.wait(60)
-            for _ in range(AFTER):
-                answer = request(client)
-                with seen.lock:
-                    seen.after.append((answer.status_code, answer.text[:200]))
+    def loop(client: C) -> None:
+        for n in range(WARM):
+            found = request(client, n)
+            with seen.lock:
+                seen.before.add(found)
+        warm.wait()
+        changed.wait(60)
+        for n in range(AFTER):
+            found = request(client, n)
+            with seen.lock:
+                seen.after.append(found)
 
-    threads = [
-        threading.Thread(target=loop, args=(bases[i % len(bases)],)) for i in range(CONNECTIONS)
-    ]
+    threads = [threading.Thread(target=loop, args=(client,)) for client in clients]
     for thread in threads:
         thread.start()
     try:
@@ -76,6 +75,35 @@ def hammer(
             thread.join(timeout=60)
     assert not any(thread.is_alive() for thread in threads)
     return seen
+
+
+@contextmanager
+def http_clients(bases: list[str], token: str) -> Iterator[list[httpx.Client]]:
+    """CONNECTIONS clients presenting ``token``, spread over ``bases``."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(
+                httpx.Client(base_url=bases[i % len(bases)], headers=headers, timeout=30)
+            )
+            for i in range(CONNECTIONS)
+        ]
+
+
+def answered(
+    request: Callable[[httpx.Client], httpx.Response],
+) -> Callable[[httpx.Client, int], tuple[int, str]]:
+    """``request`` as :func:`hammer` records it: its status and the start of its body."""
+
+    def run(client: httpx.Client, _: int) -> tuple[int, str]:
+        answer = request(client)
+        return answer.status_code, answer.text[:200]
+
+    return run
+
+
+def statuses(found: set[tuple[int, str]] | list[tuple[int, str]]) -> set[int]:
+    return {status for status, _ in found}
 
 
 @pytest.fixture
@@ -112,21 +140,23 @@ def test_no_stale_answer_across_workers_and_servers(
 
     # A revoked token: every request after the answer is refused, listings and enqueues alike.
     secret, token_id = new_token(admin, "shop")
-    requests = iter(range(10**9))
 
-    def list_or_enqueue(client: httpx.Client) -> httpx.Response:
-        if next(requests) % 2:
-            return client.get("/v1/namespaces/shop/queues")
-        return client.post("/v1/namespaces/shop/queues/jobs/messages", json=enqueue_body)
+    def list_or_enqueue(client: httpx.Client, n: int) -> tuple[int, str]:
+        if n % 2:
+            return answered(lambda c: c.get("/v1/namespaces/shop/queues"))(client, n)
+        post = answered(
+            lambda c: c.post("/v1/namespaces/shop/queues/jobs/messages", json=enqueue_body)
+        )
+        return post(client, n)
 
-    seen = hammer(
-        bases,
-        secret,
-        list_or_enqueue,
-        lambda: created(admin.delete(f"/v1/namespaces/shop/tokens/{token_id}")),
-    )
-    assert seen.before == {200, 201}
-    assert {status for status, _ in seen.after} == {401}, seen.after
+    with http_clients(bases, secret) as clients:
+        seen = hammer(
+            clients,
+            list_or_enqueue,
+            lambda: created(admin.delete(f"/v1/namespaces/shop/tokens/{token_id}")),
+        )
+    assert statuses(seen.before) == {200, 201}
+    assert statuses(seen.after) == {401}, seen.after
 
     # A namespace deleted and recreated under its name: the old token reads nothing of the new.
     secret, _ = new_token(admin, "shop")
@@ -136,22 +166,27 @@ def test_no_stale_answer_across_workers_and_servers(
         created(admin.post("/v1/namespaces", json={"name": "shop"}))
         created(admin.put("/v1/namespaces/shop/queues/jobs", json={}))
 
-    seen = hammer(bases, secret, lambda c: c.get("/v1/namespaces/shop/queues/jobs"), recreate)
-    assert seen.before == {200}
-    assert {status for status, _ in seen.after} == {401}, seen.after
+    with http_clients(bases, secret) as clients:
+        seen = hammer(
+            clients, answered(lambda c: c.get("/v1/namespaces/shop/queues/jobs")), recreate
+        )
+    assert statuses(seen.before) == {200}
+    assert statuses(seen.after) == {401}, seen.after
 
     # A pause: every enqueue sent after the answer is refused.
     secret, _ = new_token(admin, "shop")
-    seen = hammer(
-        bases,
-        secret,
-        lambda c: c.post("/v1/namespaces/shop/queues/jobs/messages", json=enqueue_body),
-        lambda: created(
-            admin.patch("/v1/namespaces/shop/queues/jobs", json={"enqueue_paused": True})
-        ),
-    )
-    assert seen.before == {201}
-    assert {status for status, _ in seen.after} == {409}, seen.after
+    with http_clients(bases, secret) as clients:
+        seen = hammer(
+            clients,
+            answered(
+                lambda c: c.post("/v1/namespaces/shop/queues/jobs/messages", json=enqueue_body)
+            ),
+            lambda: created(
+                admin.patch("/v1/namespaces/shop/queues/jobs", json={"enqueue_paused": True})
+            ),
+        )
+    assert statuses(seen.before) == {201}
+    assert statuses(seen.after) == {409}, seen.after
 
 
 @pytest.mark.slow
@@ -178,62 +213,26 @@ def test_no_stale_sqs_answer_across_workers_and_servers(
         for i in range(CONNECTIONS)
     ]
     url = clients[0].create_queue(QueueName="jobs", tags={"team": "a"})["QueueUrl"]
-    calls = [
+    calls: list[Callable[[Any], object]] = [
         lambda c: c.get_queue_url(QueueName="jobs"),
         lambda c: c.list_queue_tags(QueueUrl=url),
         lambda c: c.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"]),
         lambda c: c.send_message(QueueUrl=url, MessageBody="x"),
     ]
 
-    def outcomes(change: Callable[[], None]) -> tuple[set[str], set[str]]:
-        before: set[str] = set()
-        after: set[str] = set()
-        lock = threading.Lock()
-        warm = threading.Barrier(CONNECTIONS + 1, timeout=60)
-        changed = threading.Event()
-
-        def code(client: object, n: int) -> str:
-            try:
-                calls[n % len(calls)](client)
-            except ClientError as error:
-                return str(error.response["Error"]["Code"])
-            return "ok"
-
-        def loop(client: object) -> None:
-            for n in range(WARM):
-                found = code(client, n)
-                with lock:
-                    before.add(found)
-            warm.wait()
-            changed.wait(60)
-            for n in range(AFTER):
-                found = code(client, n)
-                with lock:
-                    after.add(found)
-
-        threads = [threading.Thread(target=loop, args=(c,)) for c in clients]
-        for thread in threads:
-            thread.start()
+    def code(client: Any, n: int) -> str:
         try:
-            warm.wait()
-            change()
-        finally:
-            changed.set()
-            for thread in threads:
-                thread.join(timeout=60)
-        assert not any(thread.is_alive() for thread in threads)
-        return before, after
+            calls[n % len(calls)](client)
+        except ClientError as error:
+            return str(error.response["Error"]["Code"])
+        return "ok"
 
-    def delete_queue() -> None:
-        created(admin.delete("/v1/namespaces/acct/queues/jobs"))
-
-    before, after = outcomes(delete_queue)
-    assert before == {"ok"}
-    assert after == {"AWS.SimpleQueueService.NonExistentQueue"}
+    seen = hammer(clients, code, lambda: created(admin.delete("/v1/namespaces/acct/queues/jobs")))
+    assert seen.before == {"ok"}
+    assert set(seen.after) == {"AWS.SimpleQueueService.NonExistentQueue"}, seen.after
 
     clients[0].create_queue(QueueName="jobs", tags={"team": "a"})
-    before, after = outcomes(
-        lambda: created(admin.delete(f"/v1/namespaces/acct/tokens/{token_id}"))
-    )
-    assert before == {"ok"}
-    assert after == {"InvalidClientTokenId"}
+    revoke = lambda: created(admin.delete(f"/v1/namespaces/acct/tokens/{token_id}"))  # noqa: E731
+    seen = hammer(clients, code, revoke)
+    assert seen.before == {"ok"}
+    assert set(seen.after) == {"InvalidClientTokenId"}, seen.after

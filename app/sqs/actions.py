@@ -178,16 +178,8 @@ class Actions:
     ) -> dict[str, Any]:
         prefix = request.get("QueueNamePrefix") or ""
         found = [q.name for q, _ in await self.service.list_queues(caller.namespace)]
-        chosen = sorted(n for n in found if n.startswith(prefix))
-        page, token = _page(chosen, request)
-        answer: dict[str, Any] = {
-            "QueueUrls": [
-                names.queue_url(caller.endpoint, QueueRef(caller.namespace, n)) for n in page
-            ]
-        }
-        if token is not None:
-            answer["NextToken"] = token
-        return answer
+        chosen = [n for n in found if n.startswith(prefix)]
+        return _url_page("QueueUrls", chosen, request, caller)
 
     async def delete_queue(
         self, request: Mapping[str, Any], caller: Caller, _: Receive | None
@@ -243,16 +235,8 @@ class Actions:
         ref = _queue_ref(request, caller)
         await self._queue(ref)
         found = await self.service.list_queues(caller.namespace)
-        sources = sorted(q.name for q, _ in found if q.config.dead_letter_queue == ref.name)
-        page, token = _page(sources, request)
-        answer: dict[str, Any] = {
-            "queueUrls": [
-                names.queue_url(caller.endpoint, QueueRef(caller.namespace, n)) for n in page
-            ]
-        }
-        if token is not None:
-            answer["NextToken"] = token
-        return answer
+        sources = [q.name for q, _ in found if q.config.dead_letter_queue == ref.name]
+        return _url_page("queueUrls", sources, request, caller)
 
     async def tag_queue(
         self, request: Mapping[str, Any], caller: Caller, _: Receive | None
@@ -620,6 +604,20 @@ def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
         "Code": error.code,
         "Message": error.message,
     }
+
+
+def _url_page(
+    member: str, queue_names: Sequence[str], request: Mapping[str, Any], caller: Caller
+) -> dict[str, Any]:
+    """A listing's answer: a page of the queues' URLs under ``member``, and the next page's
+    token if there is one."""
+    page, token = _page(sorted(queue_names), request)
+    answer: dict[str, Any] = {
+        member: [names.queue_url(caller.endpoint, QueueRef(caller.namespace, n)) for n in page]
+    }
+    if token is not None:
+        answer["NextToken"] = token
+    return answer
 
 
 def _page(names_: Sequence[str], request: Mapping[str, Any]) -> tuple[list[str], str | None]:
