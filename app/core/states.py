@@ -19,7 +19,7 @@
     canceled (from any live state)          errored
 
     requeue: errored / canceled ──► pending, or invisible with a delay (attempts reset)
-    redrive: errored ──► pending in the queue's dead_letter_queue (attempts reset)
+    redrive: errored ──► canceled, and a copy pending in the queue's dead_letter_queue
     update:  invisible ◄──► pending, as visible_at changes
 
 Every state change in the store is a single guarded statement. Most guard with
@@ -97,8 +97,8 @@ class Event(StrEnum):
     UPDATE = "update"
     """A client changes priority, payload, metadata or ``visible_at`` of a waiting message."""
     REDRIVE = "redrive"
-    """A dead letter of a queue with a ``dead_letter_queue`` moves there, pending, attempts reset
-    (scheduler)."""
+    """A dead letter of a queue with a ``dead_letter_queue`` goes there (scheduler): canceled
+    here (``last_error = 'dead-lettered to <queue>'``), a copy pending there, attempts reset."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ TRANSITIONS: dict[Event, dict[State, frozenset[State]]] = {
         State.INVISIBLE: frozenset({State.INVISIBLE, State.PENDING}),
         State.PENDING: frozenset({State.INVISIBLE, State.PENDING}),
     },
-    Event.REDRIVE: {State.ERRORED: frozenset({State.PENDING})},
+    Event.REDRIVE: {State.ERRORED: frozenset({State.CANCELED})},
 }
 
 # Events that act on a lease and must present the current lease_id (fencing).

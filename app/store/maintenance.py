@@ -69,7 +69,8 @@ async def expire_messages(conn: AsyncConnection) -> int:
 
 
 async def redrive_dead_letters(conn: AsyncConnection) -> int:
-    """errored -> pending in its queue's ``dead_letter_queue``, for every queue that has one."""
+    """errored -> canceled, and a copy pending in the queue's ``dead_letter_queue``, for every
+    queue that has one."""
     return await _repeat(
         conn,
         scheduler.MESSAGES_REDRIVE_DEAD_LETTERS,

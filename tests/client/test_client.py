@@ -289,7 +289,8 @@ def test_a_queue_names_its_dead_letter_queue(q: str, client: Client) -> None:
 def test_a_dead_letter_moves_pending_into_the_dead_letter_queue(q: str, client: Client) -> None:
     """A message failed on its last attempt arrives in the dead-letter queue pending, attempts
     reset, with its id, payload, metadata, priority, times and last error; its exclusive and
-    filter values are read with the target's keys; it leaves its queue; the counter counts it."""
+    filter values are read with the target's keys; its queue keeps it canceled, dead-lettered to
+    the target (so its id stays taken there); the counter counts it."""
     namespace, _ = split_queue(q)
     dead = f"{namespace}/jobs-dead"
     client.put_queue(
@@ -310,9 +311,17 @@ def test_a_dead_letter_moves_pending_into_the_dead_letter_queue(q: str, client: 
     assert (moved.priority, moved.payload, moved.metadata) == (7, {"n": 1}, metadata)
     assert (moved.enqueued_at, moved.expires_at) == (original.enqueued_at, original.expires_at)
     assert (moved.last_error, moved.exclusive_value) == ("boom", "acme")
-    with pytest.raises(NotFound):  # one statement: never in both queues
-        client.get_message(q, "m-1")
-    assert client.get_queue(q).counts["errored"] == 0
+    # One statement: never live in both queues. The source keeps a tombstone.
+    left = client.get_message(q, "m-1")
+    assert (left.state, left.last_error) == ("canceled", "dead-lettered to jobs-dead")
+    assert left.finished_at is not None
+    assert left.finished_at >= original.updated_at
+    assert (left.payload, left.metadata, left.attempts) == ({"n": 1}, metadata, 1)
+    counts = client.get_queue(q).counts
+    assert (counts["errored"], counts["canceled"]) == (0, 1)
+    again_sent = client.enqueue(q, {"n": 2}, id="m-1")  # a resend finds the tombstone
+    assert (again_sent.created, again_sent.state) == (False, "canceled")
+    assert client.get_message(q, "m-1") == left
     [again] = client.dequeue(dead, metadata={"region": "eu"})  # the target's filter key
     assert (again.id, again.attempt) == ("m-1", 1)
 

@@ -1,6 +1,8 @@
-"""The redrive pass: a queue's dead letters (``errored`` messages) move into the queue its
-``dead_letter_queue`` names, pending, attempts reset, everything else kept; never lost, never
-doubled, even when two passes race.
+"""The redrive pass: a queue's dead letters (``errored`` messages) go into the queue its
+``dead_letter_queue`` names, pending, attempts reset, everything else kept; the source keeps a
+tombstone (``canceled``, ``last_error = 'dead-lettered to <target>'``) that holds the id until
+the source's retention moves it to history. Never lost, never doubled, never live in two queues,
+even when two passes race.
 
 Ticks are run by hand on connections of the test's own (``maintenance.tick``), as the scheduler
 runs them; dead letters are made through the service (leased, then failed with no attempt left).
@@ -20,9 +22,15 @@ from app.store import maintenance
 from app.store.sql.guards import from_states
 from app.store.sql.scheduler import MESSAGES_REDRIVE_DEAD_LETTERS
 from tests.api.conftest import Caller, assert_error
-from tests.helpers import fetch, make_queue
+from tests.helpers import fetch, make_queue, scalar
 
 NS = "ns"
+LIVE = ("invisible", "pending", "running", "errored")
+
+
+def tombstone_error(target: str) -> str:
+    """The ``last_error`` a redrive leaves on the source's row."""
+    return f"dead-lettered to {target}"
 
 
 async def kill(service: QueueService, queue: str, ids: list[str]) -> None:
@@ -64,11 +72,48 @@ async def tick(engine: AsyncEngine) -> int:
         return (await maintenance.tick(conn)).redriven
 
 
+async def archive(engine: AsyncEngine) -> int:
+    """The scheduler's cleanup: finished messages past their queue's retention go to history."""
+    async with engine.connect() as conn:
+        return await maintenance.archive_finished(conn)
+
+
+async def reader_counts(service: QueueService, queue: str) -> dict[State, int]:
+    """The queue's non-zero counts per state, as every reader (API, SQS door) sees them."""
+    counts = (await service.queue_detail(NS, queue)).stats.counts
+    return {state: n for state, n in counts.items() if n}
+
+
+async def live_in_two_queues(engine: AsyncEngine) -> list[str]:
+    """The ids live (invisible, pending, running or errored) in more than one queue."""
+    rows = await fetch(
+        engine,
+        "SELECT id FROM messages WHERE state::text = ANY(CAST(:live AS text[]))"
+        " GROUP BY id HAVING count(*) > 1",
+        live=list(LIVE),
+    )
+    return [row["id"] for row in rows]
+
+
+async def tombstones(engine: AsyncEngine, target: str) -> Counter[str]:
+    """How many tombstones of a move into ``target`` each id has, over every queue. Asserts
+    that every canceled message is such a tombstone (nothing else cancels in these tests)."""
+    rows = await fetch(
+        engine,
+        "SELECT id, last_error, finished_at FROM messages WHERE state = 'canceled'",
+    )
+    assert all(row["finished_at"] is not None for row in rows), rows
+    assert {row["last_error"] for row in rows} <= {tombstone_error(target)}, rows
+    return Counter(row["id"] for row in rows)
+
+
 async def test_dead_letters_move_into_the_target_in_one_tick_as_they_were(
     service: QueueService, engine: AsyncEngine
 ) -> None:
     """Every dead letter arrives pending with attempts 0 and its id, payload, metadata,
-    priority, enqueue time and expiry; none stays behind and none arrives twice."""
+    priority, enqueue time and expiry; the source keeps it canceled, dead-lettered to the
+    target, finished by the move and otherwise as it was; none arrives twice and none is live
+    in both queues."""
     await make_queue(service, NS, "dlq", max_attempts=5)
     await make_queue(service, NS, "src", max_attempts=1, dead_letter_queue="dlq")
     ids = [f"m{i}" for i in range(30)]
@@ -86,10 +131,13 @@ async def test_dead_letters_move_into_the_target_in_one_tick_as_they_were(
     await kill(service, "src", ids)
     before = {i: await service.get_message(NS, "src", i) for i in ids}
     assert {m.state for m in before.values()} == {State.ERRORED}
+    started = await scalar(engine, "SELECT now()")
 
     assert await tick(engine) == 30
 
-    assert await census(engine) == Counter({("dlq", "pending"): 30})
+    assert await census(engine) == Counter({("dlq", "pending"): 30, ("src", "canceled"): 30})
+    assert await live_in_two_queues(engine) == []
+    assert await tombstones(engine, "dlq") == Counter(dict.fromkeys(ids, 1))
     for message_id, old in before.items():
         new = await service.get_message(NS, "dlq", message_id)
         assert (new.state, new.attempts, new.max_attempts) == (State.PENDING, 0, 5)
@@ -99,14 +147,107 @@ async def test_dead_letters_move_into_the_target_in_one_tick_as_they_were(
             old.priority,
         )
         assert (new.enqueued_at, new.expires_at) == (old.enqueued_at, old.expires_at)
-        assert (new.finished_at, new.lease_id) == (None, None)
+        assert (new.finished_at, new.lease_id, new.last_error) == (None, None, "boom")
+        left = await service.get_message(NS, "src", message_id)
+        assert (left.state, left.last_error) == (State.CANCELED, tombstone_error("dlq"))
+        assert left.finished_at is not None
+        assert left.finished_at >= started
+        assert left.updated_at >= started
+        kept = (left.payload, left.metadata, left.priority, left.attempts, left.enqueued_at)
+        assert kept == (old.payload, old.metadata, old.priority, old.attempts, old.enqueued_at)
+        assert left.expires_at == old.expires_at
     # The counts every reader sees moved with them.
-    src, dlq = [(await service.queue_detail(NS, q)).stats.counts for q in ("src", "dlq")]
-    assert src.get(State.ERRORED, 0) == 0
-    assert dlq.get(State.PENDING, 0) == 30
-    # A second tick finds nothing more to move.
+    assert await reader_counts(service, "src") == {State.CANCELED: 30}
+    assert await reader_counts(service, "dlq") == {State.PENDING: 30}
+    # A second tick finds nothing more to move (a tombstone is no dead letter).
     assert await tick(engine) == 0
-    assert await census(engine) == Counter({("dlq", "pending"): 30})
+    assert await census(engine) == Counter({("dlq", "pending"): 30, ("src", "canceled"): 30})
+    assert await tombstones(engine, "dlq") == Counter(dict.fromkeys(ids, 1))
+
+
+async def test_the_tombstone_keeps_the_id_taken_until_it_leaves_for_history(
+    service: QueueService, engine: AsyncEngine
+) -> None:
+    """After a redrive, the id enqueued again into the source (a producer's resend) is reported
+    as already there, canceled, and creates nothing: not a second delivery from the source, and
+    the tombstone unchanged. So while the archive keeps it (retention); once the archive has
+    moved it to history (retention 0), the id is free and enqueue creates a new message."""
+    await make_queue(service, NS, "dlq")
+    await make_queue(service, NS, "src", max_attempts=1, dead_letter_queue="dlq")
+    await service.enqueue(NS, "src", [NewMessage(id="m", payload=b'"first"')])
+    await kill(service, "src", ["m"])
+    assert await tick(engine) == 1
+    tombstone = await service.get_message(NS, "src", "m")
+    assert (tombstone.state, tombstone.last_error) == (State.CANCELED, tombstone_error("dlq"))
+    after_move = Counter({("dlq", "pending"): 1, ("src", "canceled"): 1})
+
+    async def resend() -> None:
+        (outcome,) = await service.enqueue(NS, "src", [NewMessage(id="m", payload=b'"second"')])
+        assert (outcome.id, outcome.state, outcome.created) == ("m", State.CANCELED, False)
+        assert await service.get_message(NS, "src", "m") == tombstone
+        assert await census(engine) == after_move
+        assert await service.dequeue(NS, "src", count=10) == []
+
+    await resend()
+    await resend()  # and again: still the tombstone
+    assert await tick(engine) == 0
+    assert await archive(engine) == 0  # within the source's retention (a week by default)
+    await resend()
+    assert await reader_counts(service, "src") == {State.CANCELED: 1}
+
+    await service.update_queue(NS, "src", {"retention_seconds": 0})
+    assert await archive(engine) == 1
+    assert await census(engine) == Counter({("dlq", "pending"): 1})
+    (outcome,) = await service.enqueue(NS, "src", [NewMessage(id="m", payload=b'"second"')])
+    assert (outcome.id, outcome.state, outcome.created) == ("m", State.PENDING, True)
+    assert await census(engine) == Counter({("dlq", "pending"): 1, ("src", "pending"): 1})
+    assert (await service.get_message(NS, "src", "m")).payload == b'"second"'
+    assert (await service.get_message(NS, "dlq", "m")).payload == b'"first"'
+
+
+async def test_the_tombstone_is_archived_as_canceled_with_its_last_error(
+    service: QueueService, engine: AsyncEngine
+) -> None:
+    """The archive pass moves the tombstone (and not the copy) into ``message_history``:
+    canceled, ``dead-lettered to <target>``, finished when it moved, the message otherwise as
+    its source had it."""
+    await make_queue(service, NS, "dlq")
+    await make_queue(
+        service, NS, "src", max_attempts=1, dead_letter_queue="dlq", retention_seconds=0
+    )
+    message = NewMessage(id="m", payload=b'{"n": 1}', metadata={"k": "v"}, priority=4)
+    await service.enqueue(NS, "src", [message])
+    await kill(service, "src", ["m"])
+    assert await tick(engine) == 1
+    tombstone = await service.get_message(NS, "src", "m")
+
+    assert await archive(engine) == 1
+    rows = await fetch(
+        engine,
+        "SELECT namespace, queue, id, state::text AS state, last_error, finished_at, attempts,"
+        " max_attempts, priority, payload, metadata, enqueued_at FROM message_history",
+    )
+    assert rows == [
+        {
+            "namespace": NS,
+            "queue": "src",
+            "id": "m",
+            "state": "canceled",
+            "last_error": tombstone_error("dlq"),
+            "finished_at": tombstone.finished_at,
+            "attempts": 1,
+            "max_attempts": 1,
+            "priority": 4,
+            "payload": {"n": 1},
+            "metadata": {"k": "v"},
+            "enqueued_at": tombstone.enqueued_at,
+        }
+    ]
+    assert await census(engine) == Counter({("dlq", "pending"): 1})
+    assert await reader_counts(service, "src") == {}
+    copy = await service.get_message(NS, "dlq", "m")
+    assert (copy.state, copy.payload) == (State.PENDING, b'{"n": 1}')
+    assert await archive(engine) == 0  # the copy is live: it stays
 
 
 async def test_dead_letters_keep_the_order_they_died_in(
@@ -127,13 +268,15 @@ async def test_dead_letters_keep_the_order_they_died_in(
         got.append(leased.id)
         await service.complete(NS, "dlq", leased.id, leased.lease_id)
     assert got == died
+    assert await census(engine) == Counter({("dlq", "completed"): 5, ("src", "canceled"): 5})
+    assert await tombstones(engine, "dlq") == Counter(dict.fromkeys(died, 1))
 
 
 async def test_a_dead_letter_whose_id_the_target_holds_stays_in_its_queue(
     service: QueueService, engine: AsyncEngine
 ) -> None:
     """The target's message of the same id is left as it is, the dead letter stays errored in
-    its source, and the others move: nothing lost, nothing doubled."""
+    its source (no tombstone), and the others move: nothing lost, nothing doubled."""
     await make_queue(service, NS, "dlq")
     await make_queue(service, NS, "src", max_attempts=1, dead_letter_queue="dlq")
     await service.enqueue(NS, "dlq", [NewMessage(id="dup", payload=b'"theirs"')])
@@ -143,16 +286,26 @@ async def test_a_dead_letter_whose_id_the_target_holds_stays_in_its_queue(
     await kill(service, "src", ["dup", "x", "y"])
 
     assert await tick(engine) == 2
-    assert await census(engine) == Counter({("dlq", "pending"): 3, ("src", "errored"): 1})
-    assert await ids_of(engine, "src") == ["dup"]
+    assert await census(engine) == Counter(
+        {("dlq", "pending"): 3, ("src", "errored"): 1, ("src", "canceled"): 2}
+    )
+    assert await ids_of(engine, "src", "errored") == ["dup"]
+    assert await tombstones(engine, "dlq") == Counter({"x": 1, "y": 1})
     assert (await service.get_message(NS, "dlq", "dup")).payload == b'"theirs"'
-    assert (await service.get_message(NS, "src", "dup")).payload == b'"ours"'
+    kept = await service.get_message(NS, "src", "dup")
+    assert (kept.state, kept.payload, kept.last_error) == (State.ERRORED, b'"ours"', "boom")
+    assert await reader_counts(service, "src") == {State.ERRORED: 1, State.CANCELED: 2}
+    assert await reader_counts(service, "dlq") == {State.PENDING: 3}
+    assert await live_in_two_queues(engine) == ["dup"]  # theirs and ours: two messages
     # It stays put tick after tick; once the target's message is gone, it moves.
     assert await tick(engine) == 0
     await service.purge_queue(NS, "dlq")
     assert await tick(engine) == 1
-    assert await census(engine) == Counter({("dlq", "pending"): 1})
+    assert await census(engine) == Counter({("dlq", "pending"): 1, ("src", "canceled"): 3})
+    assert await tombstones(engine, "dlq") == Counter({"dup": 1, "x": 1, "y": 1})
+    assert await live_in_two_queues(engine) == []
     assert (await service.get_message(NS, "dlq", "dup")).payload == b'"ours"'
+    assert await reader_counts(service, "src") == {State.CANCELED: 3}
 
 
 async def test_dead_letters_whose_ids_are_taken_do_not_hold_back_the_others(
@@ -174,12 +327,15 @@ async def test_dead_letters_whose_ids_are_taken_do_not_hold_back_the_others(
     assert moved == 1
     assert sorted(await ids_of(engine, "dlq")) == ["free", "taken-1", "taken-2"]
     assert sorted(await ids_of(engine, "src", "errored")) == ["taken-1", "taken-2"]
+    assert await tombstones(engine, "dlq") == Counter({"free": 1})
+    assert await ids_of(engine, "src", "canceled") == ["free"]
 
 
 async def test_two_sources_with_the_same_id_into_one_target_move_one(
     service: QueueService, engine: AsyncEngine
 ) -> None:
-    """Two queues' dead letters of one id, into one target: one moves, the other stays."""
+    """Two queues' dead letters of one id, into one target: one moves (a tombstone in its
+    source), the other stays errored in its own."""
     await make_queue(service, NS, "dlq")
     for source in ("s1", "s2"):
         await make_queue(service, NS, source, max_attempts=1, dead_letter_queue="dlq")
@@ -190,14 +346,21 @@ async def test_two_sources_with_the_same_id_into_one_target_move_one(
     census_now = await census(engine)
     assert census_now[("dlq", "pending")] == 3
     assert census_now[("s1", "errored")] + census_now[("s2", "errored")] == 1
-    assert sum(census_now.values()) == 4
+    assert census_now[("s1", "canceled")] + census_now[("s2", "canceled")] == 3
+    assert sum(census_now.values()) == 7
+    assert await tombstones(engine, "dlq") == Counter({"same": 1, "s1": 1, "s2": 1})
+    same = {q: (await service.get_message(NS, q, "same")).state for q in ("s1", "s2")}
+    assert sorted(same.values()) == [State.CANCELED, State.ERRORED]
+    # Two messages of one id: the one that moved (pending in the target) and the other one,
+    # still errored in its source; every other id is live in one queue.
+    assert await live_in_two_queues(engine) == ["same"]
 
 
 async def test_a_dead_letter_queue_naming_no_queue_keeps_the_dead_letters(
     service: QueueService, engine: AsyncEngine
 ) -> None:
     """A source whose dead_letter_queue does not exist keeps its dead letters, errored; once
-    the queue exists, they move."""
+    the queue exists, they move, and their tombstones name it."""
     await make_queue(service, NS, "src", max_attempts=1, dead_letter_queue="nowhere")
     await service.enqueue(NS, "src", [NewMessage(id="a"), NewMessage(id="b")])
     await kill(service, "src", ["a", "b"])
@@ -206,7 +369,9 @@ async def test_a_dead_letter_queue_naming_no_queue_keeps_the_dead_letters(
 
     await make_queue(service, NS, "nowhere")
     assert await tick(engine) == 2
-    assert await census(engine) == Counter({("nowhere", "pending"): 2})
+    assert await census(engine) == Counter({("nowhere", "pending"): 2, ("src", "canceled"): 2})
+    assert await tombstones(engine, "nowhere") == Counter({"a": 1, "b": 1})
+    assert await reader_counts(service, "src") == {State.CANCELED: 2}
 
 
 async def test_a_queue_without_dead_letter_queue_keeps_its_dead_letters(
@@ -219,11 +384,14 @@ async def test_a_queue_without_dead_letter_queue_keeps_its_dead_letters(
     await kill(service, "plain", ["a"])
     assert await tick(engine) == 0
     assert await census(engine) == Counter({("plain", "errored"): 1})
+    left = await service.get_message(NS, "plain", "a")
+    assert (left.state, left.last_error) == (State.ERRORED, "boom")
 
 
 async def test_the_targets_keys_are_applied(service: QueueService, engine: AsyncEngine) -> None:
     """The moved message's exclusive and filter values are read with the target's keys (a FIFO
-    dead-letter queue gets each message's group), and the target's exclusivity holds."""
+    dead-letter queue gets each message's group), and the target's exclusivity holds; the
+    tombstones left in the (simple) source keep the source's (none)."""
     await make_queue(
         service, NS, "dlq", kind="exclusive", exclusive_key="group", filter_key="region"
     )
@@ -239,12 +407,16 @@ async def test_the_targets_keys_are_applied(service: QueueService, engine: Async
 
     rows = await fetch(
         engine,
-        "SELECT id, exclusive_value, filter_value FROM messages ORDER BY id",
+        "SELECT q.name, m.id, m.state::text, m.exclusive_value, m.filter_value FROM messages m"
+        " JOIN queues q ON q.id = m.queue_id ORDER BY q.name, m.id",
     )
     assert [tuple(row.values()) for row in rows] == [
-        ("g1-a", "g1", "eu"),
-        ("g1-b", "g1", "us"),
-        ("g2-a", "g2", None),
+        ("dlq", "g1-a", "pending", "g1", "eu"),
+        ("dlq", "g1-b", "pending", "g1", "us"),
+        ("dlq", "g2-a", "pending", "g2", None),
+        ("src", "g1-a", "canceled", None, None),
+        ("src", "g1-b", "canceled", None, None),
+        ("src", "g2-a", "canceled", None, None),
     ]
     # One message per group in flight: g1's second waits for its first.
     leased = await service.dequeue(NS, "dlq", count=10)
@@ -259,8 +431,9 @@ async def test_racing_passes_move_each_dead_letter_exactly_once(
     service: QueueService, engine: AsyncEngine
 ) -> None:
     """Redrive passes on several connections at once (one held open mid-transaction while
-    another runs to the end) move every dead letter once: never into the target twice, never
-    lost, and the moves they report add up."""
+    another runs to the end) move every dead letter once: one copy in the target and one
+    tombstone in its source per move, never lost, never live in both queues (not even while a
+    pass is open), and the moves they report add up."""
     await make_queue(service, NS, "dlq")
     sources = ("s1", "s2", "s3")
     per_source = 150
@@ -280,6 +453,11 @@ async def test_racing_passes_move_each_dead_letter_exactly_once(
         taken = await held.execute(MESSAGES_REDRIVE_DEAD_LETTERS, params)
         moved_by_held = sum(row.n for row in taken)
         moved_by_other = await asyncio.wait_for(maintenance.redrive_dead_letters(other), 10)
+        # Seen from outside while the held pass is open: only the committed moves, whole.
+        during = await census(engine)
+        assert during[("dlq", "pending")] == moved_by_other
+        assert sum(n for (_q, state), n in during.items() if state == "canceled") == moved_by_other
+        assert await live_in_two_queues(engine) == ["shared"]
         await held.commit()
     assert moved_by_held == len(sources) * 40  # "shared" died last: not among the first 40
     assert moved_by_held + moved_by_other == total - (len(sources) - 1)
@@ -291,22 +469,29 @@ async def test_racing_passes_move_each_dead_letter_exactly_once(
 
     assert sum(await asyncio.gather(*(pass_() for _ in range(4)))) == 0
     now = await census(engine)
-    assert now[("dlq", "pending")] == total - 2
+    moved = total - 2
+    assert now[("dlq", "pending")] == moved
     assert sum(n for (_queue, state), n in now.items() if state == "errored") == 2
-    assert sum(now.values()) == total
+    assert sum(n for (_queue, state), n in now.items() if state == "canceled") == moved
+    assert sum(now.values()) == total + moved
     in_target = Counter(await ids_of(engine, "dlq"))
-    assert set(in_target.values()) == {1}
     expected = {f"{s}-{i}" for s in sources for i in range(per_source)} | {"shared"}
-    assert set(in_target) == expected
+    assert in_target == Counter(dict.fromkeys(expected, 1))
+    assert await tombstones(engine, "dlq") == in_target  # one tombstone per copy
     left = [i for q in sources for i in await ids_of(engine, q, "errored")]
     assert left == ["shared", "shared"]
+    # "shared": the copy that moved and the two that could not are three messages.
+    assert await live_in_two_queues(engine) == ["shared"]
+    for queue in (*sources, "dlq"):
+        expected_counts = {State(state): n for (q, state), n in now.items() if q == queue}
+        assert await reader_counts(service, queue) == expected_counts
 
 
 async def test_freely_racing_ticks_move_each_dead_letter_exactly_once(
     service: QueueService, engine: AsyncEngine
 ) -> None:
     """Whole ticks on four connections at once, over many dead letters of several sources into
-    one target: each dead letter is moved by exactly one of them."""
+    one target: each dead letter is moved by exactly one of them (one copy, one tombstone)."""
     await make_queue(service, NS, "dlq")
     sources = [f"s{i}" for i in range(4)]
     for source in sources:
@@ -317,8 +502,16 @@ async def test_freely_racing_ticks_move_each_dead_letter_exactly_once(
 
     moved = await asyncio.gather(*(tick(engine) for _ in range(4)))
     assert sum(moved) == 800
-    assert await census(engine) == Counter({("dlq", "pending"): 800})
-    assert len(set(await ids_of(engine, "dlq"))) == 800
+    expected = Counter({(source, "canceled"): 200 for source in sources})
+    expected[("dlq", "pending")] = 800
+    assert await census(engine) == expected
+    in_target = Counter(await ids_of(engine, "dlq"))
+    assert in_target == Counter({f"{s}-{i}": 1 for s in sources for i in range(200)})
+    assert await tombstones(engine, "dlq") == in_target
+    assert await live_in_two_queues(engine) == []
+    for source in sources:
+        assert await reader_counts(service, source) == {State.CANCELED: 200}
+    assert await reader_counts(service, "dlq") == {State.PENDING: 800}
 
 
 async def test_put_refuses_a_queue_that_is_its_own_dead_letter_queue(alpha: Caller) -> None:

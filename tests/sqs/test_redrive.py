@@ -221,3 +221,57 @@ def test_a_redrive_policy_naming_no_queue_is_refused(sqs: Any) -> None:
     with pytest.raises(ClientError) as raised:
         create(sqs, f"src-{number}", RedrivePolicy=redrive(missing))
     assert error_code(raised) == "InvalidParameterValue"
+
+
+def test_a_fifo_resend_after_the_move_is_deduplicated_against_the_dead_letter(sqs: Any) -> None:
+    """A FIFO message moved to the dead-letter queue (maxReceiveCount 1) and sent again with the
+    same MessageDeduplicationId within the deduplication interval is answered with its
+    MessageId and sequence number and not delivered again from the source, neither while the
+    dead-letter queue holds it (once) nor after it was deleted there."""
+    number = next(_queues)
+    dlq = create(sqs, f"dlq-{number}.fifo")
+    source = create(
+        sqs, f"src-{number}.fifo", RedrivePolicy=redrive(arn(sqs, dlq), 1), VisibilityTimeout="1"
+    )
+    request = {
+        "QueueUrl": source,
+        "MessageBody": "charge",
+        "MessageGroupId": "orders",
+        "MessageDeduplicationId": "charge-1",
+    }
+    sent = sqs.send_message(**request)
+    (first,) = receive(sqs, source)  # its one allowed receive, never deleted
+    assert first["MessageId"] == sent["MessageId"]
+    dead = arrival(sqs, dlq)
+    assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "charge")
+
+    again = sqs.send_message(**{**request, "MessageBody": "charge, sent again"})
+    assert (again["MessageId"], again["SequenceNumber"]) == (
+        sent["MessageId"],
+        sent["SequenceNumber"],
+    )
+    assert receive(sqs, source, wait=1, MaxNumberOfMessages=10) == []
+    assert counts(sqs, source) == (0, 0, 0)
+    assert counts(sqs, dlq) == (0, 1, 0)  # once: the copy just received there
+
+    # Deleted in the dead-letter queue, it is still deduplicated in its source.
+    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=dead["ReceiptHandle"])
+    batch = sqs.send_message_batch(
+        QueueUrl=source,
+        Entries=[
+            {
+                "Id": "again",
+                "MessageBody": "charge, sent a third time",
+                "MessageGroupId": "orders",
+                "MessageDeduplicationId": "charge-1",
+            }
+        ],
+    )
+    assert [entry["MessageId"] for entry in batch["Successful"]] == [sent["MessageId"]]
+    assert receive(sqs, source, wait=1, MaxNumberOfMessages=10) == []
+    assert counts(sqs, source) == (0, 0, 0)
+    assert counts(sqs, dlq) == (0, 0, 0)
+    # The group goes on in the source with a message of another deduplication id.
+    next_id = sqs.send_message(**{**request, "MessageDeduplicationId": "charge-2"})["MessageId"]
+    (after,) = receive(sqs, source, wait=10, MaxNumberOfMessages=10, VisibilityTimeout=30)
+    assert (after["MessageId"], after["Body"]) == (next_id, "charge")

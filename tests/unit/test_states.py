@@ -45,7 +45,7 @@ EXPECTED: dict[tuple[State, Event], set[State]] = {
     (CAN, Event.REQUEUE): {PEN, INV},
     (INV, Event.UPDATE): {INV, PEN},
     (PEN, Event.UPDATE): {INV, PEN},
-    (ERR, Event.REDRIVE): {PEN},  # into the queue's dead_letter_queue
+    (ERR, Event.REDRIVE): {CAN},  # a copy goes pending into the queue's dead_letter_queue
 }
 
 ALL_PAIRS = list(itertools.product(State, Event))
@@ -126,7 +126,7 @@ def test_terminal_states_only_leave_by_requeue_or_redrive(state: State):
         if event is Event.REQUEUE and state in (ERR, CAN):
             assert targets(state, event) == {PEN, INV}
         elif event is Event.REDRIVE and state is ERR:
-            assert targets(state, event) == {PEN}
+            assert targets(state, event) == {CAN}
         else:
             with pytest.raises(InvalidTransitionError):
                 targets(state, event)

@@ -105,30 +105,34 @@ MESSAGES_CANCEL_IF_EXPIRED: Final[TextClause] = text(
     """
 )
 
-# errored -> pending in the queue's dead_letter_queue (a queue of the same namespace): the dead
-# letter leaves its queue and arrives in the other in one statement, so it is never in both or
-# in neither. It keeps its id, priority, payload, metadata, enqueue time and expiry; attempts
-# start again under the target's settings, and its exclusive and filter values are read with
-# the target's keys. ``dead`` takes at most one message per (target, id), and only what the
-# INSERT placed is deleted: a dead letter whose id the target holds already stays errored in
-# its queue (its id is taken there); it is left out of the batch, where enough of them would
-# hold back every dead letter behind them. So does one without a value for an exclusive
-# target's key (enqueue would refuse it there). A queue whose dead_letter_queue names no queue
-# keeps its dead letters; a target paused for enqueue still receives them (the pause stops
-# producers, not the scheduler). They arrive in the order they died (their new seq follows
-# finished_at), so a group of an exclusive target keeps its order. The LATERAL probe walks
-# messages_finished_idx per source queue.
+# errored -> canceled (``last_error = 'dead-lettered to <queue>'``) here, and a copy pending in
+# the queue's dead_letter_queue (a queue of the same namespace), in one statement: the dead letter
+# is live in exactly one queue at every moment. The one left behind is finished, so it leaves for
+# history with the queue's retention, and until then its id stays taken in its queue: a producer
+# that sends it again (an SQS deduplication id) finds it, as it would have found the errored one.
+# The copy keeps the id, priority, payload, metadata, enqueue time and expiry; attempts start
+# again under the target's settings, and its exclusive and filter values are read with the
+# target's keys. ``dead`` takes at most one message per (target, id), and only what the INSERT
+# placed is finished here: a dead letter whose id the target holds already stays errored in its
+# queue (its id is taken there); it is left out of the batch, where enough of them would hold back
+# every dead letter behind them. So does one without a value for an exclusive target's key
+# (enqueue would refuse it there). A queue whose dead_letter_queue names no queue keeps its dead
+# letters; a target paused for enqueue still receives them (the pause stops producers, not the
+# scheduler). They arrive in the order they died (their new seq follows finished_at), so a group
+# of an exclusive target keeps its order. The LATERAL probe walks messages_finished_idx per source
+# queue.
 MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
     f"""
     WITH routes AS (
-        SELECT s.id AS source_id, t.id AS target_id, t.exclusive_key, t.filter_key
+        SELECT s.id AS source_id, t.id AS target_id, t.name AS target_name, t.exclusive_key,
+               t.filter_key
         FROM queues s
         JOIN queues t ON t.namespace = s.namespace AND t.name = s.dead_letter_queue
         WHERE s.dead_letter_queue IS NOT NULL AND s.id NOT IN {RESTING_QUEUES}
     ),
     dead AS (
         SELECT DISTINCT ON (r.target_id, d.id)
-               d.queue_id, d.id, r.target_id, r.exclusive_key, r.filter_key
+               d.queue_id, d.id, r.target_id, r.target_name, r.exclusive_key, r.filter_key
         FROM routes r
         CROSS JOIN LATERAL (
             SELECT m.queue_id, m.id FROM messages m
@@ -157,10 +161,13 @@ MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
         RETURNING queue_id, id
     ),
     departed AS (
-        DELETE FROM messages m
-        USING dead, arrived
+        UPDATE messages m
+        SET state = 'canceled', finished_at = now(), updated_at = now(),
+            last_error = 'dead-lettered to ' || dead.target_name
+        FROM dead, arrived
         WHERE m.queue_id = dead.queue_id AND m.id = dead.id
           AND arrived.queue_id = dead.target_id AND arrived.id = dead.id
+          AND m.state = ANY(CAST(:from_states AS message_state[]))
         RETURNING m.queue_id
     )
     SELECT queue_id, count(*) AS n, pg_notify('{NOTIFY_CHANNEL}', CAST(queue_id AS text))
