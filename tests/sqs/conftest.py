@@ -13,6 +13,7 @@ import boto3
 import httpx
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from tests.api.conftest import ADMIN_TOKEN
 from tests.client.server import running_server
@@ -97,3 +98,20 @@ def sqs_client(server: str, key: AccessKey, **config: Any) -> Any:
 def sqs(sqs_server: str, access_key: AccessKey) -> Any:
     """A boto3 SQS client of this test's namespace."""
     return sqs_client(sqs_server, access_key)
+
+
+def error_code(raised: pytest.ExceptionInfo[ClientError]) -> str:
+    """The SQS error code a call was refused with."""
+    return str(raised.value.response["Error"]["Code"])
+
+
+def counts(sqs: Any, url: str) -> tuple[int, int, int]:
+    """The queue's visible, in-flight and delayed message counts."""
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    visible, in_flight, delayed = (int(found[name]) for name in names)
+    return visible, in_flight, delayed

@@ -17,17 +17,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.sqs.conftest import AccessKey, sqs_client
+from tests.sqs.conftest import AccessKey, counts, error_code, sqs_client
 
 _queues = itertools.count()
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def error_code(raised: pytest.ExceptionInfo[ClientError]) -> str:
-    """The SQS error code a call was refused with."""
-    return str(raised.value.response["Error"]["Code"])
 
 
 def fifo_queue(sqs: Any, **attributes: str) -> str:
@@ -55,18 +50,6 @@ def receive(sqs: Any, url: str, wait: int = 0, **request: Any) -> list[dict[str,
 
 def bodies(messages: list[dict[str, Any]]) -> list[str]:
     return [m["Body"] for m in messages]
-
-
-def counts(sqs: Any, url: str) -> tuple[int, int, int]:
-    """Visible, in flight and delayed messages of the queue."""
-    names = [
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-    ]
-    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
-    visible, in_flight, delayed = (int(found[name]) for name in names)
-    return visible, in_flight, delayed
 
 
 # --- what a send must carry ---------------------------------------------------------------------

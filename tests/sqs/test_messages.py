@@ -18,7 +18,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.sqs.conftest import AccessKey, sqs_client
+from tests.sqs.conftest import AccessKey, error_code, sqs_client
 
 INVALID_PARAMETER = "InvalidParameterValue"
 INVALID_HANDLE = "ReceiptHandleIsInvalid"
@@ -27,11 +27,6 @@ _queues = itertools.count()
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def error_code(raised: pytest.ExceptionInfo[ClientError]) -> str:
-    """The SQS error code a call was refused with."""
-    return str(raised.value.response["Error"]["Code"])
 
 
 def new_queue(sqs: Any, **attributes: int | str) -> str:

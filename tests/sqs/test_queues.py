@@ -15,15 +15,10 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.sqs.conftest import REGION, AccessKey, issue_key, sqs_client
+from tests.sqs.conftest import REGION, AccessKey, counts, error_code, issue_key, sqs_client
 
 NON_EXISTENT = "AWS.SimpleQueueService.NonExistentQueue"
 _others = itertools.count()
-
-
-def error_code(raised: pytest.ExceptionInfo[ClientError]) -> str:
-    """The SQS error code a call was refused with."""
-    return str(raised.value.response["Error"]["Code"])
 
 
 def attributes_of(sqs: Any, url: str, *names: str) -> dict[str, str]:
@@ -55,22 +50,6 @@ def eventually(read: Callable[[], Any], expected: Any, seconds: float = 10.0) ->
     while (seen := read()) != expected:
         assert time.monotonic() < deadline, f"still {seen!r}, expected {expected!r}"
         time.sleep(0.05)
-
-
-def counts(sqs: Any, url: str) -> tuple[int, int, int]:
-    """The queue's visible, in-flight and delayed message counts."""
-    got = attributes_of(
-        sqs,
-        url,
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-    )
-    return (
-        int(got["ApproximateNumberOfMessages"]),
-        int(got["ApproximateNumberOfMessagesNotVisible"]),
-        int(got["ApproximateNumberOfMessagesDelayed"]),
-    )
 
 
 @pytest.fixture

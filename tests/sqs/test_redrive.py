@@ -13,15 +13,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.sqs.conftest import counts, error_code
+
 _queues = itertools.count()
 ARRIVAL_SECONDS = 10
 """How long a dead letter may take to arrive: its lease runs out, then the scheduler (a tick of
 0.05 s in the tests) moves it."""
-
-
-def error_code(raised: pytest.ExceptionInfo[ClientError]) -> str:
-    """The SQS error code a call was refused with."""
-    return str(raised.value.response["Error"]["Code"])
 
 
 def create(sqs: Any, name: str, **attributes: str) -> str:
@@ -75,18 +72,6 @@ def arrival(sqs: Any, url: str) -> dict[str, Any]:
             assert len(got) == 1, got
             return got[0]
         assert time.monotonic() < deadline, f"nothing arrived in {url}"
-
-
-def counts(sqs: Any, url: str) -> tuple[int, int, int]:
-    """Visible, in flight and delayed messages of the queue."""
-    names = [
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-    ]
-    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
-    visible, in_flight, delayed = (int(found[name]) for name in names)
-    return visible, in_flight, delayed
 
 
 def test_a_message_received_max_receive_count_times_moves_to_the_dead_letter_queue(
