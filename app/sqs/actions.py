@@ -177,6 +177,8 @@ class Actions:
         self, request: Mapping[str, Any], caller: Caller, _: Receive | None
     ) -> dict[str, Any]:
         prefix = request.get("QueueNamePrefix") or ""
+        if not isinstance(prefix, str):
+            raise invalid_parameter("QueueNamePrefix", "must be a string.")
         found = [q.name for q, _ in await self.service.list_queues(caller.namespace)]
         chosen = [n for n in found if n.startswith(prefix)]
         return _url_page("QueueUrls", chosen, request, caller)
@@ -321,6 +323,11 @@ class Actions:
         if visibility is not None:
             # A lease lasts at least a second: VisibilityTimeout 0 is a 1-second lease.
             lease = max(1, _integer(request, "VisibilityTimeout", 0, validation.MAX_LEASE_SECONDS))
+        # Everything is checked before the lease: a refusal after it would strand the messages.
+        system = messages.system_attribute_names(
+            _texts(request, "AttributeNames") + _texts(request, "MessageSystemAttributeNames")
+        )
+        wanted = _texts(request, "MessageAttributeNames")
         leased = await longpoll.dequeue(
             self.service,
             self.waiters_of,
@@ -329,8 +336,6 @@ class Actions:
             _Wait(count, lease, wait, {}),
             receive,
         )
-        system = messages.system_attribute_names(request)
-        wanted = _texts(request, "MessageAttributeNames")
         delivered = [
             messages.delivered(
                 message,

@@ -25,7 +25,7 @@ from sqlalchemy import exc as sa_exc
 from app.core import catalogue
 from app.core.errors import UnavailableError
 from app.core.models import Principal
-from app.sqs import query_protocol, signing
+from app.sqs import messages, query_protocol, signing
 from app.sqs.actions import ACTIONS, Actions, Caller
 from app.sqs.errors import (
     INTERNAL_FAILURE,
@@ -92,6 +92,8 @@ class _Exchange:
                 media_type=JSON_CONTENT_TYPE,
                 headers={"x-amzn-RequestId": self.request_id},
             )
+        if "Messages" in result:  # a REST client's message may hold what XML cannot carry
+            result = {**result, "Messages": [messages.xml_safe(m) for m in result["Messages"]]}
         return Response(
             query_protocol.render_result(self.action, result, self.request_id),
             media_type="text/xml",

@@ -45,10 +45,11 @@ _DEDUPLICATION_IDS: Final = uuid.UUID("7b0e1f9e-9c41-4f7e-9d55-3c1d1f3f5a11")
 """The UUID namespace of message ids derived from deduplication ids."""
 
 # What SQS allows in a body: XML's characters.
-_INVALID_BODY: Final = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+NOT_XML: Final = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ATTRIBUTE_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _DEDUPLICATION_ID: Final = re.compile(r"[!-~]{1,128}")
 _NUMBER: Final = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_BASE_TYPES: Final = frozenset({"String", "Number", "Binary"})
 _SYSTEM_NAMES: Final = frozenset(
     {
         "SenderId",
@@ -72,7 +73,7 @@ def new_message(entry: Mapping[str, Any], queue: Queue, field: str = "") -> NewM
     body = entry.get("MessageBody")
     if not isinstance(body, str) or body == "":
         raise missing_parameter(f"{field}MessageBody")
-    if _INVALID_BODY.search(body):
+    if NOT_XML.search(body):
         raise SqsError(
             INVALID_MESSAGE_CONTENTS,
             "Invalid binary character in the message body: SQS allows #x9, #xA, #xD and"
@@ -85,9 +86,9 @@ def new_message(entry: Mapping[str, Any], queue: Queue, field: str = "") -> NewM
             f"{field}MessageBody",
             f"Message must be shorter than {kept['MaximumMessageSize']} bytes.",
         )
-    trace = (entry.get("MessageSystemAttributes") or {}).get("AWSTraceHeader")
+    trace = _trace_header(entry.get("MessageSystemAttributes"), f"{field}MessageSystemAttributes")
     if trace is not None:
-        metadata[TRACE_KEY] = _string_value(trace, f"{field}MessageSystemAttributes.AWSTraceHeader")
+        metadata[TRACE_KEY] = trace
     group = entry.get("MessageGroupId")
     if group is not None:
         metadata[attributes.group_key(queue)] = _group(group, f"{field}MessageGroupId")
@@ -201,6 +202,21 @@ def _metadata(given: Mapping[str, Any], field: str) -> tuple[dict[str, str], int
     return metadata, size
 
 
+def _trace_header(given: Any, where: str) -> str | None:
+    """The ``AWSTraceHeader`` of a send's system attributes (the only one SQS takes), if any:
+    ``{"AWSTraceHeader": {"DataType": "String", "StringValue": …}}``."""
+    if given is None:
+        return None
+    if not isinstance(given, Mapping) or set(given) - {"AWSTraceHeader"}:
+        raise invalid_parameter(where, "The only message system attribute is AWSTraceHeader.")
+    trace = given.get("AWSTraceHeader")
+    if trace is None:
+        return None
+    if not isinstance(trace, Mapping) or trace.get("DataType") != "String":
+        raise invalid_parameter(f"{where}.AWSTraceHeader", "must be of DataType String.")
+    return _string_value(trace.get("StringValue"), f"{where}.AWSTraceHeader.StringValue")
+
+
 def _check_attribute_name(name: Any, where: str) -> None:
     if (
         not isinstance(name, str)
@@ -225,7 +241,7 @@ def _check_attribute_name(name: Any, where: str) -> None:
 def _string_value(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise missing_parameter(where)
-    if _INVALID_BODY.search(value):
+    if NOT_XML.search(value):
         raise invalid_parameter(where, "contains a character SQS does not allow.")
     return value
 
@@ -255,20 +271,34 @@ def body_of(payload: bytes) -> str:
 
 def message_attributes(metadata: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """A message's attributes from its metadata (the door's own keys left out)."""
-    types: dict[str, str] = {}
+    types: Any = {}
     if TYPES_KEY in metadata:
         try:
             types = json.loads(metadata[TYPES_KEY])
         except ValueError:
             types = {}
+    if not isinstance(types, dict):
+        types = {}  # metadata a REST client set under the door's key
     found: dict[str, dict[str, str]] = {}
     for name, value in metadata.items():
         if name.startswith(RESERVED_PREFIX):
             continue
         data_type = types.get(name, "String")
+        if not isinstance(data_type, str) or data_type.split(".", 1)[0] not in _BASE_TYPES:
+            data_type = "String"
+        if data_type.startswith("Binary") and not _is_base64(value):
+            data_type = "String"  # metadata set through the REST API, typed as no SQS value can be
         kind = "BinaryValue" if data_type.startswith("Binary") else "StringValue"
         found[name] = {"DataType": data_type, kind: value}
     return found
+
+
+def _is_base64(value: str) -> bool:
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 def chosen_attributes(
@@ -287,12 +317,10 @@ def chosen_attributes(
     }
 
 
-def system_attribute_names(request: Mapping[str, Any]) -> set[str]:
-    """The system attributes a receive asked for (``AttributeNames`` or
+def system_attribute_names(asked: Iterable[str]) -> set[str]:
+    """The system attributes a receive asked for (its ``AttributeNames`` and
     ``MessageSystemAttributeNames``, ``All`` for every one)."""
-    wanted = set(request.get("AttributeNames") or ()) | set(
-        request.get("MessageSystemAttributeNames") or ()
-    )
+    wanted = set(asked)
     if "All" in wanted:
         return set(_SYSTEM_NAMES)
     return wanted & _SYSTEM_NAMES
@@ -338,6 +366,29 @@ def delivered(
         message["MessageAttributes"] = attrs
         message["MD5OfMessageAttributes"] = checksums.md5_of_message_attributes(attrs)
     return message
+
+
+def xml_safe(message: dict[str, Any]) -> dict[str, Any]:
+    """A delivered message as the query protocol can carry it: a body or attribute value that
+    holds a character XML cannot (a REST client's payload or metadata may; SQS's never do) has
+    it replaced with U+FFFD, and its checksum is of what is delivered."""
+    safe = dict(message)
+    body = message["Body"]
+    if NOT_XML.search(body):
+        safe["Body"] = NOT_XML.sub("\ufffd", body)
+        safe["MD5OfBody"] = checksums.md5_of_body(safe["Body"])
+    given = message.get("MessageAttributes")
+    if given and any(NOT_XML.search(v.get("StringValue") or "") for v in given.values()):
+        attrs = {
+            name: {
+                key: NOT_XML.sub("\ufffd", value) if key == "StringValue" else value
+                for key, value in attribute.items()
+            }
+            for name, attribute in given.items()
+        }
+        safe["MessageAttributes"] = attrs
+        safe["MD5OfMessageAttributes"] = checksums.md5_of_message_attributes(attrs)
+    return safe
 
 
 def sent(outcome: EnqueueOutcome, entry: Mapping[str, Any], queue: Queue) -> dict[str, Any]:

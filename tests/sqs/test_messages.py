@@ -735,3 +735,31 @@ def test_a_queue_paused_for_enqueue_throttles_sends(
     assert answer.status_code == 200, answer.text
     sqs.send_message(QueueUrl=url, MessageBody="accepted")
     assert receive_one(sqs, url)["Body"] == "accepted"
+
+
+def test_an_aws_trace_header_travels_with_the_message(sqs: Any) -> None:
+    """MessageSystemAttributes' AWSTraceHeader (a String attribute, as X-Ray sends it) is
+    accepted with its digest and comes back as the AWSTraceHeader system attribute."""
+    url = new_queue(sqs)
+    trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
+    system = {"AWSTraceHeader": {"DataType": "String", "StringValue": trace}}
+    sent = sqs.send_message(QueueUrl=url, MessageBody="traced", MessageSystemAttributes=system)
+    assert sent["MD5OfMessageSystemAttributes"] == md5_of_attributes(system)
+    (got,) = receive(sqs, url, MessageSystemAttributeNames=["AWSTraceHeader"], WaitTimeSeconds=5)
+    assert got["Attributes"] == {"AWSTraceHeader": trace}
+
+
+def test_a_receive_with_a_malformed_parameter_leases_nothing(
+    sqs: Any, sqs_server: str, access_key: AccessKey
+) -> None:
+    """A receive refused for a malformed parameter is refused before anything is leased: the
+    message is received at once afterwards, on its first receive."""
+    url = new_queue(sqs)
+    sqs.send_message(QueueUrl=url, MessageBody="waiting")
+    unchecked = sqs_client(sqs_server, access_key, parameter_validation=False)
+    for bad in ({"AttributeNames": [1]}, {"MessageAttributeNames": [1]}):
+        with pytest.raises(ClientError) as refused:
+            unchecked.receive_message(QueueUrl=url, **bad)
+        assert error_code(refused) == "InvalidParameterValue"
+    (got,) = receive(sqs, url, AttributeNames=["ApproximateReceiveCount"])
+    assert got["Attributes"]["ApproximateReceiveCount"] == "1"

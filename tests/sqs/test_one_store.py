@@ -126,3 +126,25 @@ def test_a_lease_taken_through_rest_fences_an_sqs_consumer(
     assert done.status_code == 200, done.text
     (second,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
     assert second["Body"] == "second"
+
+
+def test_metadata_a_rest_client_typed_oddly_is_received_as_strings(
+    sqs: Any, access_key: AccessKey, admin_http: httpx.Client
+) -> None:
+    """REST metadata under the door's own key that no SQS send would write (a types entry that
+    is not JSON, names a type SQS lacks, or calls a non-base64 value Binary) is received as
+    String attributes, with a digest that matches them."""
+    url = sqs.create_queue(QueueName="odd")["QueueUrl"]
+    base = _rest(access_key, "odd")
+    for n, types in enumerate(['{"b": "Binary", "t": "Table"}', "[1, 2]", "not json"]):
+        metadata = {"b": "not base64!", "t": "x", "sqs:types": types}
+        answer = admin_http.post(
+            f"{base}/messages", json={"messages": [{"id": f"m{n}", "metadata": metadata}]}
+        )
+        assert answer.status_code == 201, answer.text
+        (got,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+        assert got["MessageAttributes"] == {
+            "b": {"DataType": "String", "StringValue": "not base64!"},
+            "t": {"DataType": "String", "StringValue": "x"},
+        }
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=got["ReceiptHandle"])

@@ -494,3 +494,34 @@ def test_a_message_sent_by_boto3_is_received_in_the_query_protocol(
         "count",
         "blob",
     }
+
+
+def test_a_rest_message_xml_cannot_carry_comes_with_replacement_characters(
+    sqs_server: str, access_key: AccessKey, sqs: Any, admin_http: httpx.Client
+) -> None:
+    """A payload or metadata a REST client set may hold characters XML 1.0 cannot carry (SQS's
+    own messages never do): the query protocol delivers them as U+FFFD, with checksums of what
+    it delivers, and the JSON protocol delivers them exactly."""
+    url = create(sqs_server, access_key, "control-characters")
+    base = f"/v1/namespaces/{access_key.namespace}/queues/control-characters/messages"
+    message = {"id": "m", "payload": "a\u0001b", "metadata": {"k": "x\u0002y"}}
+    assert admin_http.post(base, json={"messages": [message]}).status_code == 201
+
+    fields = [("Action", "ReceiveMessage"), ("QueueUrl", url), ("MessageAttributeName.1", "All")]
+    got = answer_of(call(sqs_server, access_key, fields), "ReceiveMessage").find(tag("Message"))
+    assert got is not None
+    assert got.findtext(tag("Body")) == "a\ufffdb"
+    assert got.findtext(tag("MD5OfBody")) == md5("a\ufffdb")
+    attribute = got.find(tag("MessageAttribute"))
+    assert attribute is not None
+    assert attribute.findtext(tag("Value/StringValue")) == "x\ufffdy"
+    expected = md5_of_attributes({"k": ("String", "x\ufffdy")})
+    assert got.findtext(tag("MD5OfMessageAttributes")) == expected
+
+    handle = got.findtext(tag("ReceiptHandle"))
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    (exact,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], WaitTimeSeconds=5)[
+        "Messages"
+    ]
+    assert exact["Body"] == "a\u0001b"
+    assert exact["MessageAttributes"]["k"]["StringValue"] == "x\u0002y"
