@@ -90,7 +90,12 @@ class Store(Protocol):
         sqs: Mapping[str, Any] | None = None,
     ) -> Queue | None: ...
     async def update_queue(
-        self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False
+        self,
+        queue: Queue,
+        changes: Mapping[str, Any],
+        *,
+        wake: bool = False,
+        sqs_patch: Mapping[str, Mapping[str, str | None]] | None = None,
     ) -> Queue: ...
     async def delete_queue(self, namespace: str, name: str) -> bool: ...
     async def list_queues(self, namespace: str) -> list[Queue]: ...

@@ -52,6 +52,9 @@ from app.sqs.names import QueueRef
 from app.web import longpoll
 from app.web.waiters import WaiterRegistry
 
+MAX_TAGS: Final = 50
+"""SQS's limit of tags per queue (checked against the tags as read: two TagQueue at once may
+pass it together)."""
 MAX_BATCH: Final = 10
 MAX_RECEIVE: Final = 10
 MAX_BATCH_BYTES: Final = 1_048_576
@@ -216,8 +219,8 @@ class Actions:
             raise SqsError("InvalidAttributeName", "FifoQueue is set when the queue is created.")
         settings = attributes.read(given, fifo=attributes.is_fifo(queue), creating=False)
         await self._check_dead_letter(settings, caller, fifo=attributes.is_fifo(queue))
-        sqs = attributes.with_kept(queue, settings.kept) if settings.kept else None
-        await self._update(ref, settings.config, sqs)
+        patch = {"attributes": settings.kept} if settings.kept else None
+        await self._update(ref, settings.config, patch)
         return {}
 
     async def purge_queue(
@@ -246,20 +249,17 @@ class Actions:
         ref = _queue_ref(request, caller)
         given = _tags(_mapping(request, "Tags"))
         queue = await self._queue(ref)
-        tags = {**attributes.tags(queue), **given}
-        if len(tags) > 50:
-            raise invalid_parameter("Tags", "A queue has at most 50 tags.")
-        await self._update(ref, {}, attributes.with_kept(queue, tags=tags))
+        if len({**attributes.tags(queue), **given}) > MAX_TAGS:
+            raise invalid_parameter("Tags", f"A queue has at most {MAX_TAGS} tags.")
+        await self._update(ref, {}, {"tags": given})
         return {}
 
     async def untag_queue(
         self, request: Mapping[str, Any], caller: Caller, _: Receive | None
     ) -> dict[str, Any]:
         ref = _queue_ref(request, caller)
-        keys = set(_texts(request, "TagKeys"))
-        queue = await self._queue(ref)
-        tags = {k: v for k, v in attributes.tags(queue).items() if k not in keys}
-        await self._update(ref, {}, attributes.with_kept(queue, tags=tags))
+        removed: dict[str, str | None] = dict.fromkeys(_texts(request, "TagKeys"))
+        await self._update(ref, {}, {"tags": removed})
         return {}
 
     async def list_queue_tags(
@@ -469,10 +469,15 @@ class Actions:
             raise non_existent_queue() from None
 
     async def _update(
-        self, ref: QueueRef, config: Mapping[str, Any], sqs: Mapping[str, Any] | None
+        self,
+        ref: QueueRef,
+        config: Mapping[str, Any],
+        sqs_patch: Mapping[str, Mapping[str, str | None]] | None,
     ) -> None:
+        """Change the queue's configuration and merge ``sqs_patch`` into what the door keeps
+        for it, in one statement (two patches at once both apply)."""
         try:
-            await self.service.update_queue(ref.namespace, ref.name, config, sqs=sqs)
+            await self.service.update_queue(ref.namespace, ref.name, config, sqs_patch=sqs_patch)
         except NotFoundError:
             raise non_existent_queue() from None
 

@@ -190,16 +190,6 @@ def tags(queue: Queue) -> dict[str, str]:
     return dict(queue.sqs.get("tags", {}))
 
 
-def with_kept(queue: Queue, kept: Mapping[str, str] | None = None, **parts: Any) -> dict[str, Any]:
-    """What the door keeps for ``queue`` with ``kept`` attributes changed and ``parts``
-    (``tags``) replaced."""
-    sqs = dict(queue.sqs)
-    if kept:
-        sqs["attributes"] = {**sqs.get("attributes", {}), **kept}
-    sqs.update(parts)
-    return sqs
-
-
 def render(
     queue: Queue,
     wanted: Iterable[str],

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core import catalogue
@@ -284,12 +285,21 @@ class AdminStore(StorePaths):
             return None
 
     async def update_queue(
-        self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False
+        self,
+        queue: Queue,
+        changes: Mapping[str, Any],
+        *,
+        wake: bool = False,
+        sqs_patch: Mapping[str, Mapping[str, str | None]] | None = None,
     ) -> Queue:
         """Apply validated changes to a queue's mutable settings; ``wake``: also tell its
         long-polling consumers to look again (it was just resumed), in the same statement, so
-        that the change and the wake-up are one outcome."""
+        that the change and the wake-up are one outcome. ``sqs_patch``: keys to set in sections
+        of what the SQS door keeps (``attributes``, ``tags``), ``None`` to remove one, merged
+        in the statement itself, so that two patches at once both apply."""
         self.lookups.forget_all()
+        if sqs_patch:
+            changes = {**changes, "sqs": _merged_sqs(sqs_patch)}
         returned: list[Any] = [queues]
         if wake:  # delivered at the update's commit
             returned.append(sa.func.pg_notify(NOTIFY_CHANNEL, sa.cast(queues.c.id, sa.Text)))
@@ -350,3 +360,14 @@ class AdminStore(StorePaths):
             params = {"queue_id": queue.id, "states": [str(s) for s in states]}
             result = await conn.execute(transitions.MESSAGES_PURGE_IN_STATES, params)
             return result.rowcount
+
+
+def _merged_sqs(patch: Mapping[str, Mapping[str, str | None]]) -> Any:
+    """``queues.sqs`` with ``patch`` merged into its sections, as SQL: each section's keys
+    replaced by the patch's (``||``), then the ones the patch set to null removed."""
+    merged: Any = queues.c.sqs
+    for section, values in patch.items():
+        current = sa.func.coalesce(queues.c.sqs[section], sa.cast(sa.text("'{}'"), JSONB))
+        changed = sa.func.jsonb_strip_nulls(current.op("||")(sa.cast(values, JSONB)))
+        merged = sa.func.jsonb_set(merged, sa.cast([section], sa.ARRAY(sa.Text)), changed)
+    return merged

@@ -384,9 +384,14 @@ class PooledStore:
         return await self._at(namespace, insert)
 
     def update_queue(
-        self, queue: Queue, changes: Mapping[str, Any], *, wake: bool = False
+        self,
+        queue: Queue,
+        changes: Mapping[str, Any],
+        *,
+        wake: bool = False,
+        sqs_patch: Mapping[str, Mapping[str, str | None]] | None = None,
     ) -> Call[Queue]:
-        return self._of(queue).update_queue(queue, changes, wake=wake)
+        return self._of(queue).update_queue(queue, changes, wake=wake, sqs_patch=sqs_patch)
 
     async def delete_queue(self, namespace: str, name: str) -> bool:
         return await self._at(namespace, lambda s: s.delete_queue(namespace, name), bool)

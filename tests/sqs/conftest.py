@@ -90,7 +90,7 @@ def sqs_client(server: str, key: AccessKey, **config: Any) -> Any:
         region_name=REGION,
         aws_access_key_id=key.access_key_id,
         aws_secret_access_key=key.secret_access_key,
-        config=Config(retries={"max_attempts": 0, "mode": "standard"}, **config),
+        config=Config(**{"retries": {"max_attempts": 0, "mode": "standard"}, **config}),
     )
 
 

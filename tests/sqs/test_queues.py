@@ -9,6 +9,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -749,3 +750,34 @@ def test_redrive_policy_cannot_name_another_namespaces_queue(
     with pytest.raises(sqs.exceptions.QueueNameExists):
         sqs.create_queue(QueueName="src3", Attributes={"RedrivePolicy": policy})
     assert queue_names(sqs) == ["dead", "src2", "src3"]
+
+
+def test_concurrent_tag_and_attribute_changes_all_apply(
+    sqs_server: str, access_key: AccessKey
+) -> None:
+    """TagQueue and SetQueueAttributes merge into what the queue keeps in one statement each:
+    many at once, from real concurrent clients, lose none of each other's changes. (Each change
+    is a change of the catalogue that the others' requests may have to look up again: past a
+    few, a request answers ServiceUnavailable, which SDKs retry, as these clients do.)"""
+    retrying = {"max_attempts": 20, "mode": "standard"}
+    clients = [sqs_client(sqs_server, access_key, retries=retrying) for _ in range(8)]
+    url = clients[0].create_queue(QueueName="tagged-concurrently")["QueueUrl"]
+
+    def change(n: int) -> None:
+        client = clients[n % len(clients)]
+        client.tag_queue(QueueUrl=url, Tags={f"t{n}": str(n)})
+        if n % 2:
+            client.set_queue_attributes(
+                QueueUrl=url, Attributes={"ReceiveMessageWaitTimeSeconds": str(n % 20)}
+            )
+        else:
+            client.set_queue_attributes(
+                QueueUrl=url, Attributes={"MaximumMessageSize": str(1024 + n)}
+            )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(change, range(40)))
+    assert clients[0].list_queue_tags(QueueUrl=url)["Tags"] == {f"t{n}": str(n) for n in range(40)}
+    clients[0].untag_queue(QueueUrl=url, TagKeys=[f"t{n}" for n in range(0, 40, 2)])
+    left = clients[0].list_queue_tags(QueueUrl=url)["Tags"]
+    assert left == {f"t{n}": str(n) for n in range(1, 40, 2)}

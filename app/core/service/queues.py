@@ -95,21 +95,20 @@ class Queues(ServiceBase):
         name: str,
         changes: Mapping[str, Any],
         *,
-        sqs: Mapping[str, Any] | None = None,
+        sqs_patch: Mapping[str, Mapping[str, str | None]] | None = None,
     ) -> Queue:
-        """Change some of a queue's mutable settings (pause switches included), and replace
-        what the SQS door keeps for it when ``sqs`` is given, in one statement."""
+        """Change some of a queue's mutable settings (pause switches included), and merge
+        ``sqs_patch`` into what the SQS door keeps for it (keys per section; ``None`` removes
+        one), in one statement."""
         checked = validation.queue_patch(changes)
         queue = await self.get_queue_or_404(namespace, name)
         merged = replace(queue.config, **checked)
         validation.queue_config(merged)
         _check_dead_letter_queue(name, merged.dead_letter_queue)
-        if sqs is not None:
-            checked["sqs"] = dict(sqs)
-        if not checked:
+        if not checked and not sqs_patch:
             return queue
         resumed = queue.config.dequeue_paused and not merged.dequeue_paused
-        return await self.store.update_queue(queue, checked, wake=resumed)
+        return await self.store.update_queue(queue, checked, wake=resumed, sqs_patch=sqs_patch)
 
     @again_if_catalogue_changed
     async def delete_queue(self, namespace: str, name: str) -> None:
