@@ -158,9 +158,7 @@ class MessageStore(StorePaths):
                 if unseen:
                     await cursor.execute(_STATES, {"queue_id": queue.id, "ids": unseen})
                     for row in await cursor.fetchall():
-                        outcomes[row.id] = EnqueueOutcome(
-                            row.id, State(row.state), False, row.seq
-                        )
+                        outcomes[row.id] = EnqueueOutcome(row.id, State(row.state), False, row.seq)
                 pending = [r for r in pending if r.id not in outcomes]
                 if not pending:
                     return [outcomes[r.id] for r in rows]

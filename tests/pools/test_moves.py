@@ -100,7 +100,8 @@ async def test_a_move_carries_every_message_queue_and_token_as_they_were(
     assert (await pooled.authenticate(issued.secret, "ns")) is not None
     assert access_key.token.access_key_id is not None
     found = await pooled.access_key_secret(access_key.token.access_key_id)
-    assert found is not None and found[1] == access_key.secret
+    assert found is not None
+    assert found[1] == access_key.secret
     moved = await pooled.get_queue_or_404("ns", "with-sqs")
     assert (moved.sqs, moved.config.dead_letter_queue, moved.pool) == (sqs, "q", "b")
     [again] = await pooled.enqueue("ns", "q", [NewMessage(id="done")])
