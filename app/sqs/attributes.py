@@ -37,11 +37,14 @@ highest ``max_attempts``."""
 
 # Attributes the door keeps as given (Sundial's behaviour reads none of them), with each one's
 # default and check.
+ZERO_VISIBILITY: Final = "sqs:zero-visibility"
+"""Kept with the door's attributes: the queue's VisibilityTimeout was set to 0 (not an SQS
+attribute: never listed, and no SQS attribute name has a ``:``)."""
 DEFAULT_RETENTION: Final = 345_600
 DEFAULT_MAXIMUM_MESSAGE_SIZE: Final = 262_144
 
 _INTEGER_RANGES: Final = {
-    "VisibilityTimeout": (1, validation.MAX_LEASE_SECONDS),
+    "VisibilityTimeout": (0, validation.MAX_LEASE_SECONDS),
     "DelaySeconds": (0, 900),
     "MessageRetentionPeriod": (60, 1_209_600),
     "ReceiveMessageWaitTimeSeconds": (0, validation.MAX_WAIT_SECONDS),
@@ -122,7 +125,9 @@ def read(attributes: Mapping[str, Any], *, fifo: bool, creating: bool) -> Settin
         if name in _INTEGER_RANGES:
             value = str(_integer(name, raw))
         if name == "VisibilityTimeout":
-            settings.config["lease_seconds"] = int(value)
+            # A lease lasts at least a second: 0 is a 1-second lease, and reads back as 0.
+            settings.config["lease_seconds"] = max(1, int(value))
+            settings.kept[ZERO_VISIBILITY] = "true" if value == "0" else "false"
         elif name == "DelaySeconds":
             settings.config["delay_seconds"] = int(value)
         elif name == "RedrivePolicy":
@@ -157,6 +162,13 @@ def _read_redrive(value: str, settings: Settings) -> None:
     settings.dead_letter = names.read_queue_arn(target, "RedrivePolicy.deadLetterTargetArn")
     settings.config["max_attempts"] = count
     settings.config["dead_letter_queue"] = settings.dead_letter.name
+
+
+def _zero_visibility(queue: Queue) -> dict[str, str]:
+    """A VisibilityTimeout of 0 as it was set (its lease is a second long), while the queue's
+    lease is still that second (a REST change of ``lease_seconds`` since wins)."""
+    zero = queue.sqs.get("attributes", {}).get(ZERO_VISIBILITY) == "true"
+    return {"VisibilityTimeout": "0"} if zero and queue.config.lease_seconds == 1 else {}
 
 
 def _integer(name: str, raw: str) -> int:
@@ -208,6 +220,7 @@ def render(
     ref = QueueRef(queue.namespace, queue.name)
     values: dict[str, str] = {
         "VisibilityTimeout": str(config.lease_seconds),
+        **_zero_visibility(queue),
         "DelaySeconds": str(config.delay_seconds),
         "CreatedTimestamp": str(int(queue.created_at.timestamp())),
         "LastModifiedTimestamp": str(int(queue.updated_at.timestamp())),

@@ -781,3 +781,25 @@ def test_concurrent_tag_and_attribute_changes_all_apply(
     clients[0].untag_queue(QueueUrl=url, TagKeys=[f"t{n}" for n in range(0, 40, 2)])
     left = clients[0].list_queue_tags(QueueUrl=url)["Tags"]
     assert left == {f"t{n}": str(n) for n in range(1, 40, 2)}
+
+
+def test_a_queue_visibility_timeout_of_zero_is_a_one_second_lease(sqs: Any) -> None:
+    """VisibilityTimeout 0 (which SQS allows) is accepted and reads back as 0; a lease lasts at
+    least a second in Sundial, so a received message comes back within about a second, and a
+    CreateQueue repeating the 0 answers the same queue."""
+    given = {"VisibilityTimeout": "0"}
+    url = sqs.create_queue(QueueName="zero-visibility", Attributes=given)["QueueUrl"]
+    read = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])
+    assert read["Attributes"] == {"VisibilityTimeout": "0"}
+    assert sqs.create_queue(QueueName="zero-visibility", Attributes=given)["QueueUrl"] == url
+    sqs.send_message(QueueUrl=url, MessageBody="again and again")
+    first = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"][0]
+    started = time.monotonic()
+    again = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10, AttributeNames=["All"])
+    (message,) = again["Messages"]
+    assert message["MessageId"] == first["MessageId"]
+    assert message["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert time.monotonic() - started < 5
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "30"})
+    read = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])
+    assert read["Attributes"] == {"VisibilityTimeout": "30"}
