@@ -27,7 +27,7 @@ from app.core.errors import (
     UnavailableError,
     ValidationError,
 )
-from app.core.models import LeaseRef, NewMessage, Queue
+from app.core.models import EnqueueOutcome, LeaseRef, NewMessage, Queue
 from app.core.service import QueueService
 from app.core.states import LIVE_STATES
 from app.sqs import attributes, messages, names, receipts
@@ -275,7 +275,7 @@ class Actions:
     ) -> dict[str, Any]:
         queue = await self._queue(_queue_ref(request, caller))
         message = messages.new_message(request, queue)
-        outcomes = await self.service.enqueue(queue.namespace, queue.name, [message])
+        outcomes = await self._enqueue(queue, [message])
         return messages.sent(outcomes[0], request, queue)
 
     async def send_message_batch(
@@ -298,9 +298,7 @@ class Actions:
                 failed.append(_failure(entry["Id"], error))
         successful = []
         if accepted:
-            outcomes = await self.service.enqueue(
-                queue.namespace, queue.name, [message for _entry, message in accepted]
-            )
+            outcomes = await self._enqueue(queue, [message for _entry, message in accepted])
             for (entry, _message), outcome in zip(accepted, outcomes, strict=True):
                 successful.append({"Id": entry["Id"], **messages.sent(outcome, entry, queue)})
         return {"Successful": successful, "Failed": failed}
@@ -442,6 +440,14 @@ class Actions:
                 "The message is not in flight under this receipt handle (a later receive holds"
                 " it, or it was deleted).",
             ) from None
+
+    async def _enqueue(self, queue: Queue, batch: list[NewMessage]) -> list[EnqueueOutcome]:
+        """Enqueue messages the door has checked against their queue's MaximumMessageSize: that
+        is their limit, not the server's payload limit (a body's JSON string is a few bytes
+        longer than the body, so a message of exactly the maximum size would not fit it)."""
+        largest = max(len(m.payload or b"") for m in batch)
+        limit = max(self.service.limits.max_payload_bytes, largest)
+        return await self.service.enqueue(queue.namespace, queue.name, batch, payload_limit=limit)
 
     # --- lookups -------------------------------------------------------------------------------
 

@@ -21,11 +21,21 @@ class Producing(ServiceBase):
 
     @again_if_catalogue_changed
     async def enqueue(
-        self, namespace: str, queue_name: str, messages: Sequence[NewMessage]
+        self,
+        namespace: str,
+        queue_name: str,
+        messages: Sequence[NewMessage],
+        *,
+        payload_limit: int | None = None,
     ) -> list[EnqueueOutcome]:
-        """Add a batch (all or nothing). Ids that exist already are reported, never duplicated."""
+        """Add a batch (all or nothing). Ids that exist already are reported, never duplicated.
+        ``payload_limit``: this call's largest payload instead of the configured one (the SQS
+        door, whose messages are held to their queue's MaximumMessageSize instead)."""
         queue = await self.get_queue_or_404(namespace, queue_name)
-        validation.enqueue_batch(messages, queue.config, self.limits)
+        limits = self.limits
+        if payload_limit is not None:
+            limits = replace(limits, max_payload_bytes=payload_limit)
+        validation.enqueue_batch(messages, queue.config, limits)
         if queue.config.enqueue_paused:
             raise QueuePausedError(f"queue {namespace}/{queue_name} is paused for enqueue")
         rows: list[NewRow] = []
