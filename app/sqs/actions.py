@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from litestar.types import Receive
@@ -132,8 +132,7 @@ class Actions:
         existing = await self._queue_or_none(ref, answer=True)
         if existing is None:
             await self._check_dead_letter(settings, caller, fifo=fifo)
-            config = attributes.new_queue_config(fifo)
-            config = type(config)(**{**_fields(config), **settings.config})
+            config = replace(attributes.new_queue_config(fifo), **settings.config)
             created = await self.service.create_queue(
                 caller.namespace, name, config, {"attributes": settings.kept, "tags": tags}
             )
@@ -656,10 +655,6 @@ def _page(names_: Sequence[str], request: Mapping[str, Any]) -> tuple[list[str],
     more = len(rest) > limit
     next_token = base64.urlsafe_b64encode(page[-1].encode()).decode() if more else None
     return page, next_token
-
-
-def _fields(config: Any) -> dict[str, Any]:
-    return {name: getattr(config, name) for name in config.__dataclass_fields__}
 
 
 def _as_sqs_error(error: SundialError) -> SqsError:

@@ -8,8 +8,8 @@ out as SQS delivers one.
   client set is delivered as ``String`` attributes.
 - ``MessageGroupId`` is the queue's group key (:func:`attributes.group_key`),
   ``MessageDeduplicationId`` ``sqs:dedup``, an ``AWSTraceHeader`` ``sqs:trace``. On a FIFO queue
-  the deduplication id names the message: its id is a UUID derived from it, so a second send
-  with the same id finds the first message and is not enqueued again.
+  the deduplication id names the message: its id is a UUID derived from it and the queue, so a
+  second send with the same id finds the first message and is not enqueued again.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def new_message(entry: Mapping[str, Any], queue: Queue, field: str = "") -> NewM
                 f"{field}MessageDeduplicationId", "1 to 128 printable ASCII characters."
             )
         metadata[DEDUPLICATION_KEY] = dedup
-        message_id = str(uuid.uuid5(_DEDUPLICATION_IDS, dedup))
+        # Of the queue too: one deduplication id in two queues names two messages.
+        message_id = str(uuid.uuid5(_DEDUPLICATION_IDS, f"{queue.id}:{dedup}"))
     elif entry.get("MessageDeduplicationId") is not None:
         raise invalid_parameter(
             f"{field}MessageDeduplicationId",

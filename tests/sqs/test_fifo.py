@@ -398,3 +398,13 @@ def test_a_delete_batch_with_a_stale_handle_fails_that_entry(sqs: Any) -> None:
     assert [s["Id"] for s in answer["Successful"]] == ["fresh"]
     assert [(f["Id"], f["Code"]) for f in answer["Failed"]] == [("old", "ReceiptHandleIsInvalid")]
     assert counts(sqs, url) == (0, 1, 0)  # "stale" is still held, by its current handle
+
+
+def test_one_deduplication_id_in_two_queues_names_two_messages(sqs: Any) -> None:
+    """A deduplication id is a queue's: the same one sent to two FIFO queues makes two
+    messages, with MessageIds of their own (as SQS's are unique)."""
+    first, second = fifo_queue(sqs), fifo_queue(sqs)
+    ids = {send(sqs, url, "same", "g", dedup="order-7") for url in (first, second)}
+    assert len(ids) == 2
+    for url in (first, second):
+        assert bodies(receive(sqs, url, MaxNumberOfMessages=10)) == ["same"]
