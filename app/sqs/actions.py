@@ -21,11 +21,9 @@ from app.core.errors import (
     ConflictError,
     LeaseMismatchError,
     NotFoundError,
-    PayloadTooLargeError,
     QueuePausedError,
     SundialError,
     UnavailableError,
-    ValidationError,
 )
 from app.core.models import EnqueueOutcome, LeaseRef, NewMessage, Queue
 from app.core.service import QueueService
@@ -36,7 +34,9 @@ from app.sqs.errors import (
     BATCH_TOO_LONG,
     EMPTY_BATCH,
     INVALID_ACTION,
+    INVALID_ATTRIBUTE_NAME,
     INVALID_BATCH_ENTRY_ID,
+    INVALID_PARAMETER_VALUE,
     MESSAGE_NOT_INFLIGHT,
     QUEUE_ALREADY_EXISTS,
     RECEIPT_HANDLE_IS_INVALID,
@@ -215,7 +215,7 @@ class Actions:
         queue = await self._queue(ref)
         given = _mapping(request, "Attributes")
         if "FifoQueue" in given:
-            raise SqsError("InvalidAttributeName", "FifoQueue is set when the queue is created.")
+            raise SqsError(INVALID_ATTRIBUTE_NAME, "FifoQueue is set when the queue is created.")
         settings = attributes.read(given, fifo=attributes.is_fifo(queue), creating=False)
         await self._check_dead_letter(settings, caller, fifo=attributes.is_fifo(queue))
         patch = {"attributes": settings.kept} if settings.kept else None
@@ -661,8 +661,6 @@ def _as_sqs_error(error: SundialError) -> SqsError:
     """Sundial's error as SQS's nearest."""
     if isinstance(error, NotFoundError):
         return non_existent_queue()
-    if isinstance(error, ValidationError | PayloadTooLargeError):
-        return SqsError("InvalidParameterValue", str(error))
     if isinstance(error, QueuePausedError):
         # SDKs retry RequestThrottled with backoff: a paused queue is a wait, not a failure.
         return SqsError(REQUEST_THROTTLED, str(error))
@@ -670,4 +668,4 @@ def _as_sqs_error(error: SundialError) -> SqsError:
         return SqsError(QUEUE_ALREADY_EXISTS, str(error))
     if isinstance(error, UnavailableError):
         return SqsError(SERVICE_UNAVAILABLE, str(error), status=503, sender_fault=False)
-    return SqsError("InvalidParameterValue", str(error))
+    return SqsError(INVALID_PARAMETER_VALUE, str(error))  # a validation error, too large a payload

@@ -45,14 +45,6 @@ def queue_names(sqs: Any, **request: Any) -> list[str]:
     return sorted(url.rsplit("/", 1)[-1] for url in sqs.list_queues(**request).get("QueueUrls", []))
 
 
-def eventually(read: Callable[[], Any], expected: Any, seconds: float = 10.0) -> None:
-    """``read()`` comes to answer ``expected`` within ``seconds`` (counts may lag a tick)."""
-    deadline = time.monotonic() + seconds
-    while (seen := read()) != expected:
-        assert time.monotonic() < deadline, f"still {seen!r}, expected {expected!r}"
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def other(sqs_server: str, admin_http: httpx.Client) -> tuple[AccessKey, Any]:
     """Another namespace (another account) with an SQS key, and a client of it."""
@@ -414,9 +406,9 @@ def test_purge_queue(sqs: Any) -> None:
         sqs.send_message(QueueUrl=url, MessageBody=body)
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=600)
     assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=600, WaitTimeSeconds=5)["Messages"]
-    eventually(lambda: counts(sqs, url), (2, 1, 1))
+    assert counts(sqs, url) == (2, 1, 1)  # exact at the moment read
     sqs.purge_queue(QueueUrl=url)
-    eventually(lambda: counts(sqs, url), (0, 0, 0))
+    assert counts(sqs, url) == (0, 0, 0)
     assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
     sqs.send_message(QueueUrl=url, MessageBody="fresh")
     got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
@@ -477,7 +469,7 @@ def test_message_counts(sqs: Any) -> None:
     got = sqs.receive_message(QueueUrl=url, VisibilityTimeout=600, WaitTimeSeconds=5)
     assert [m["Body"] for m in got["Messages"]] == ["received"]
     sqs.send_message(QueueUrl=url, MessageBody="waiting")
-    eventually(lambda: counts(sqs, url), (1, 1, 1))
+    assert counts(sqs, url) == (1, 1, 1)  # exact at the moment read
     whole = attributes_of(sqs, url)
     assert whole["ApproximateNumberOfMessages"] == "1"
     assert whole["ApproximateNumberOfMessagesNotVisible"] == "1"
