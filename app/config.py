@@ -116,6 +116,12 @@ class Settings(BaseSettings):
     history_partition_days_ahead: int = Field(default=3, ge=1, le=60)
     """How many daily history partitions the scheduler keeps created ahead of time."""
 
+    history_retention_days: int | None = Field(default=None, ge=1, le=36500)
+    """The scheduler's leader drops the daily history partitions of days older than this, by SQL
+    alone (no pipeline needed), at its cleanup cadence; `sundial history prune` does the same at
+    once. Once the pipeline has exported history from a database, only partitions whose every
+    row is exported go. Unset: history is kept forever (or until the pipeline prunes it)."""
+
     lookup_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
     """How long a worker keeps a token or queue it has read (0: never). Not a staleness bound:
     every change applies to the next request in every process whatever this is (each statement

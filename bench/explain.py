@@ -17,19 +17,22 @@ def explain_claim(
     exclusive: bool = False,
     filt: str = "{}",
     filter_value: str | None = None,
+    filter_values: list[str] | None = None,
 ) -> dict[str, Any]:
     """EXPLAIN (ANALYZE, BUFFERS) of Sundial's own claim statement, rolled back (the keyed form
     when ``filter_value`` is given, as the store runs it for a filter on the queue's
-    filter_key)."""
-    from app.store.sql.claim import messages_claim
+    filter_key; with ``filter_values``, the form for a list of that key's values)."""
+    from app.store.sql.claim import Match, messages_claim
 
-    keyed = filter_value is not None
+    keyed: Match = "any" if filter_values else filter_value is not None
     filtered = filt != "{}" and not keyed  # a filter of the key alone is the keyed form
     sql = messages_claim(count=count, exclusive=exclusive, keyed=keyed, filtered=filtered).text
+    values = ",".join(f'"{v}"' for v in filter_values or [])
     binds = {
         "queue_id": str(queue_id),
         "filter": f"'{filt}'",
         "filter_value": f"'{filter_value}'" if filter_value is not None else "NULL",
+        "filter_values": f"'{{{values}}}'",
         "lease_override": "NULL",
         "queue_lease": "30",
         "catalogue_version": "NULL",

@@ -26,6 +26,7 @@ from bench.workloads import (
     delays,
     enqueue,
     exclusive,
+    filter_or,
     process,
     soak,
     wake,
@@ -46,6 +47,7 @@ THROUGHPUT: tuple[tuple[str, Callable[[Ctx], dict[str, Any]]], ...] = (
 ONCE: tuple[tuple[str, Callable[[Ctx], dict[str, Any]]], ...] = (
     ("backlog", backlog.measure),
     ("filter", metadata_filter.measure),
+    ("filter_or", filter_or.measure),
     ("exclusive", exclusive.measure),
     ("delays", delays.measure),
     ("soak", soak.measure),

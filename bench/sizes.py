@@ -76,6 +76,7 @@ WORKLOADS = (
     "wake",
     "backlog",
     "filter",
+    "filter_or",
     "exclusive",
     "delays",
     "soak",

@@ -200,6 +200,28 @@ def test_token_issue_list_revoke(cli: Invoke, database_url: str) -> None:
     assert ok(cli("token", "list", "alpha")) == []
 
 
+def test_token_rate_limits_are_set_when_issued_and_changed(cli: Invoke, database_url: str) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    issued = ok(cli("token", "issue", "alpha", "--read-rate", "50"))
+    assert (issued["read_rate"], issued["write_rate"]) == (50.0, None)
+    principal = _authenticate(database_url, issued["token"])
+    assert principal is not None
+    assert (principal.read_rate, principal.write_rate) == (50.0, None)
+
+    # An option left out stays; `none` lifts a limit.
+    changed = ok(cli("token", "limit", "alpha", issued["id"], "--write-rate", "2.5"))
+    assert (changed["read_rate"], changed["write_rate"]) == (50.0, 2.5)
+    changed = ok(cli("token", "limit", "alpha", issued["id"], "--read-rate", "none"))
+    assert (changed["read_rate"], changed["write_rate"]) == (None, 2.5)
+    (listed,) = ok(cli("token", "list", "alpha"))
+    assert (listed["read_rate"], listed["write_rate"]) == (None, 2.5)
+
+    refused = cli("token", "limit", "alpha", issued["id"], "--read-rate", "-1")
+    assert refused.exit_code != 0
+    assert "read_rate" in refused.output
+    assert cli("token", "limit", "alpha", issued["id"], "--read-rate", "fast").exit_code != 0
+
+
 def test_token_issue_sqs_prints_an_access_key(cli: Invoke, database_url: str) -> None:
     """``token issue --sqs`` prints an access key id and its secret access key, once; the
     database holds the secret only sealed, under the admin token when no sealing key is set (as
@@ -315,6 +337,13 @@ def test_queue_create_with_a_filter_key(cli: Invoke) -> None:
     assert created["queue"]["config"]["filter_key"] == "tenant"
     assert created["queue"]["config"]["kind"] == "simple"
     assert "Error: conflict: " in failed(cli("queue", "create", "alpha/per-tenant"))
+
+
+def test_queue_create_with_an_ordering(cli: Invoke) -> None:
+    ok(cli("namespace", "create", "alpha"))
+    created = ok(cli("queue", "create", "alpha/by-due", "--ordering", "due"))
+    assert created["queue"]["config"]["ordering"] == "due"
+    assert "Error: conflict: " in failed(cli("queue", "create", "alpha/by-due"))
 
 
 def test_queue_pause_and_resume(cli: Invoke) -> None:

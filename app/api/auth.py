@@ -18,7 +18,7 @@ from litestar.connection import ASGIConnection
 from app.core import catalogue
 from app.core.models import Principal
 from app.core.service.tokens import is_namespace_token
-from app.web import throttle
+from app.web import throttle, token_limits
 from app.web.credentials import bearer_token
 from app.web.errors import ForbiddenError, UnauthorizedError
 from app.web.runtime import runtime, service
@@ -45,6 +45,7 @@ async def authenticate(connection: ASGIConnection[Any, Any, Any, Any]) -> Princi
     limiter = runtime(connection).rate_limiter
     if limiter is not None:
         await limiter.check(principal)
+    await token_limits.check(connection, service(connection), principal)
     return principal
 
 
@@ -76,7 +77,8 @@ async def require_namespace(connection: ASGIConnection[Any, Any, Any, Any]) -> N
 
 async def authorize(connection: ASGIConnection[Any, Any, Any, Any], *, again: bool = False) -> None:
     """The admin, or a token of the path's namespace ``{ns}``, may act on the request
-    (``again``: once more within the request, which rate limits have already counted).
+    (``again``: once more within the request, which the rate limits have already counted,
+    unless the token's own limit is new to the request).
 
     Raises:
         UnauthorizedError: no valid token.
@@ -88,6 +90,8 @@ async def authorize(connection: ASGIConnection[Any, Any, Any, Any], *, again: bo
         if found is None:
             raise UnauthorizedError("unknown, expired or revoked token")
         principal = found
+        # A limit the request's first lookup did not know of (set since): counted now.
+        await token_limits.check(connection, service(connection), principal)
     else:
         principal = await authenticate(connection)
     if not principal.may_access(namespace):

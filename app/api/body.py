@@ -39,9 +39,10 @@ def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
 def field_name(path: str) -> str:
     """msgspec's error path (``.messages[3].priority``, after the ``$``) as an API field name.
 
-    Dict values show as ``[...]`` in msgspec paths (``.metadata[...]``); the API names the dict.
+    Dict values show as ``[...]`` in msgspec paths (``.metadata[...]``, ``.metadata[...][0]``
+    within a dequeue filter's list): the key is not known, so the API names the dict.
     """
-    return path.replace("[...]", "").lstrip(".")
+    return path.split("[...]", 1)[0].lstrip(".")
 
 
 def validation_error(error: msgspec.ValidationError) -> ValidationError:

@@ -21,7 +21,15 @@ from app.web.runtime import Runtime
 async def enqueue(rt: Runtime, ns: str, queue: str, body: bytes) -> EnqueueOut:
     """``POST …/messages``."""
     request = decode(body, Enqueue)
-    return EnqueueOut.of(await rt.service.enqueue(ns, queue, request.to_models()))
+    replace = request.on_conflict == "replace"
+    outcomes = await rt.service.enqueue(
+        ns,
+        queue,
+        request.to_models(),
+        on_conflict=request.on_conflict,
+        create_queue=request.create_queue,
+    )
+    return EnqueueOut.of(outcomes, replace=replace)
 
 
 async def dequeue(rt: Runtime, ns: str, queue: str, body: bytes, receive: Receive) -> DequeueOut:

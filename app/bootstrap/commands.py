@@ -24,8 +24,12 @@ from app.bootstrap.reader import create_reader
 from app.bootstrap.workers import run as run_workers
 from app.cli.admin import namespace, queue, token
 from app.cli.dev_cluster import dev_cluster
+from app.cli.history import history as history_commands
 from app.cli.pools import pools
 from app.client.commands import COMMANDS as MESSAGE_COMMANDS
+from app.client.dead_letter_commands import dead_letters
+from app.client.periodic_commands import periodic
+from app.client.topic_commands import topic
 from app.client.work_command import work
 from app.config import Settings, describe_invalid, get_settings
 from app.pipeline.commands import pipeline
@@ -175,6 +179,10 @@ def check() -> None:
 db.add_command(create_reader)
 for _command in (namespace, token, queue, pools, *MESSAGE_COMMANDS, work, pipeline, dev_cluster):
     main.add_command(_command)
+main.add_command(history_commands)
+main.add_command(dead_letters)
+main.add_command(periodic)
+main.add_command(topic)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,11 @@ from app.core.models import DEFAULT_POOL
 from app.core.service import QueueService
 from app.core.validation import Limits
 from app.database_url import connection_defaults, psycopg_dsn
+
+# History retention by SQL alone, with the history's advisory lock: the pipeline's prune and
+# export and `sundial history prune` use them as the store writes them.
+from app.store import history_lock as history_lock
+from app.store import history_prune as history_prune
 from app.store import migrate, pool_registry
 
 # What the scheduler does to the database (app/scheduler), and what the metrics read

@@ -19,7 +19,7 @@ from app.bootstrap import database
 from app.commandline import split_queue_path
 from app.config import get_settings
 from app.core.errors import SundialError
-from app.core.models import QueueConfig, Token
+from app.core.models import QueueConfig, QueueOrdering, Token
 from app.core.service import QueueService
 
 T = TypeVar("T")
@@ -104,14 +104,61 @@ def token() -> None:
     is_flag=True,
     help="Issue an SQS access key (an access key id and a secret access key) for the SQS door.",
 )
-def token_issue(namespace_name: str, label: str, sqs: bool) -> None:
+@click.option("--read-rate", type=float, help="Read requests per second (default: no limit).")
+@click.option("--write-rate", type=float, help="Write requests per second (default: no limit).")
+def token_issue(
+    namespace_name: str,
+    label: str,
+    sqs: bool,
+    read_rate: float | None,
+    write_rate: float | None,
+) -> None:
     """Issue a token for NAMESPACE (its secret is shown only now)."""
     if sqs:
-        issued = _run(lambda s: s.issue_access_key(namespace_name, label))
+        issued = _run(
+            lambda s: s.issue_access_key(
+                namespace_name, label, read_rate=read_rate, write_rate=write_rate
+            )
+        )
         _print({"secret_access_key": issued.secret, **_token(issued.token)})
         return
-    issued = _run(lambda s: s.issue_token(namespace_name, label))
+    issued = _run(
+        lambda s: s.issue_token(namespace_name, label, read_rate=read_rate, write_rate=write_rate)
+    )
     _print({"token": issued.secret, **_token(issued.token)})
+
+
+def _rate(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    """A rate option: a number of requests per second, or ``none`` (no limit)."""
+    if value is None or value.lower() == "none":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise click.BadParameter("a number of requests per second, or none") from None
+
+
+@token.command("limit")
+@click.argument("namespace_name", metavar="NAMESPACE")
+@click.argument("token_id")
+@click.option("--read-rate", callback=_rate, help="Read requests per second, or none.")
+@click.option("--write-rate", callback=_rate, help="Write requests per second, or none.")
+@click.pass_context
+def token_limit(
+    ctx: click.Context,
+    namespace_name: str,
+    token_id: str,
+    read_rate: float | None,
+    write_rate: float | None,
+) -> None:
+    """Set token TOKEN_ID's rate limits (requests per second, or `none` for no limit; an option
+    left out stays); the change applies to its next request, in every server."""
+    changes = {
+        name: rate
+        for name, rate in (("read_rate", read_rate), ("write_rate", write_rate))
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+    _print(_token(_run(lambda s: s.set_token_limits(namespace_name, token_id, changes))))
 
 
 @token.command("list")
@@ -141,6 +188,13 @@ def queue() -> None:
     "--filter-key",
     help="Index this metadata key's value for filtered dequeues (fixed at creation).",
 )
+@click.option(
+    "--ordering",
+    type=click.Choice(["priority", "due"]),
+    default="priority",
+    show_default=True,
+    help="Serve by priority, or by due time first (fixed at creation).",
+)
 @click.option("--lease-seconds", type=int, default=30, show_default=True)
 @click.option("--max-attempts", type=int, default=3, show_default=True)
 @click.option("--delay-seconds", type=int, default=0, show_default=True)
@@ -150,6 +204,7 @@ def queue_create(
     queue_path: str,
     exclusive_key: str | None,
     filter_key: str | None,
+    ordering: QueueOrdering,
     lease_seconds: int,
     max_attempts: int,
     delay_seconds: int,
@@ -162,6 +217,7 @@ def queue_create(
         kind="exclusive" if exclusive_key else "simple",
         exclusive_key=exclusive_key,
         filter_key=filter_key,
+        ordering=ordering,
         lease_seconds=lease_seconds,
         max_attempts=max_attempts,
         delay_seconds=delay_seconds,

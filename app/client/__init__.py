@@ -32,6 +32,7 @@ from app.client.models import (
     Health,
     IssuedToken,
     Leased,
+    LeasedFrom,
     Message,
     MessagePage,
     Namespace,
@@ -40,6 +41,7 @@ from app.client.models import (
     Token,
 )
 from app.client.outcomes import Retry
+from app.client.periodic import PeriodicJob
 from app.client.retry import RetryPolicy
 from app.client.sync_client import Client
 from app.client.worker import Worker, WorkerStats
@@ -60,12 +62,14 @@ __all__ = [
     "IssuedToken",
     "LeaseMismatch",
     "Leased",
+    "LeasedFrom",
     "Message",
     "MessagePage",
     "Namespace",
     "NewMessage",
     "NotFound",
     "PayloadTooLarge",
+    "PeriodicJob",
     "Queue",
     "QueuePaused",
     "RateLimited",

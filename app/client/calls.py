@@ -9,7 +9,7 @@ carries its own id (the server never duplicates an id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -24,6 +24,7 @@ from app.client.models import (
     Health,
     IssuedToken,
     Leased,
+    LeasedFrom,
     Message,
     MessagePage,
     Namespace,
@@ -150,12 +151,34 @@ def delete_namespace(name: str) -> Call[None]:
 
 
 def issue_token(
-    namespace: str, label: str = "", expires_at: datetime | None = None, *, kind: str = "bearer"
+    namespace: str,
+    label: str = "",
+    expires_at: datetime | None = None,
+    *,
+    kind: str = "bearer",
+    read_rate: float | None = None,
+    write_rate: float | None = None,
 ) -> Call[IssuedToken]:
     """``POST /v1/namespaces/{ns}/tokens``: a bearer token, or with ``kind="sqs"`` an SQS access
-    key (``kind`` is sent only then, so that servers without SQS access keys still issue)."""
-    body = _given(label=label, expires_at=expires_at, kind=None if kind == "bearer" else kind)
+    key (``kind`` is sent only then, so that servers without SQS access keys still issue), with
+    its own rate limits when given."""
+    body = _given(
+        label=label,
+        expires_at=expires_at,
+        kind=None if kind == "bearer" else kind,
+        read_rate=read_rate,
+        write_rate=write_rate,
+    )
     return Call("POST", f"{_ns(namespace)}/tokens", _decoder(IssuedToken), body)
+
+
+def set_token_limits(
+    namespace: str, token_id: str, limits: Mapping[str, float | None]
+) -> Call[Token]:
+    """``PATCH /v1/namespaces/{ns}/tokens/{id}``: ``read_rate`` and/or ``write_rate`` (None:
+    no limit)."""
+    path = f"{_ns(namespace)}/tokens/{_seg(token_id)}"
+    return Call("PATCH", path, _decoder(Token), dict(limits), safe=True)
 
 
 def list_tokens(namespace: str) -> Call[list[Token]]:
@@ -206,12 +229,38 @@ def purge(queue: str, states: Iterable[str] | None = None) -> Call[int]:
 # --- messages ------------------------------------------------------------------------------------
 
 
-def enqueue(queue: str, messages: Iterable[NewMessage]) -> Call[list[Enqueued]]:
-    """``POST …/messages``: 1 to 1000 messages, all or nothing."""
+def enqueue(
+    queue: str,
+    messages: Iterable[NewMessage],
+    *,
+    on_conflict: str | None = None,
+    create_queue: bool = False,
+) -> Call[list[Enqueued]]:
+    """``POST …/messages``: 1 to 1000 messages, all or nothing. ``on_conflict``: ``"keep"``
+    (the server's default) or ``"replace"`` (a waiting message of an id already there becomes
+    the new one); ``create_queue``: make the queue, with the default configuration, if it does
+    not exist. Safe to repeat when every message has an id (a repeated replace sets the same
+    message again, or leaves one that has started running alone)."""
     items = list(messages)
     safe = all(m.id is not None for m in items)
     decode = _decoder(list[Enqueued], "messages")
-    return Call("POST", f"{_queue(queue)}/messages", decode, {"messages": items}, safe=safe)
+    body: dict[str, Any] = {"messages": items}
+    if on_conflict is not None:
+        body["on_conflict"] = on_conflict
+    if create_queue:
+        body["create_queue"] = True
+    return Call("POST", f"{_queue(queue)}/messages", decode, body, safe=safe)
+
+
+DequeueFilter = Mapping[str, str | Sequence[str]]
+"""A dequeue's metadata filter: pairs that must all match; a list of values matches any of
+them (``{"tag": ["A", "B"]}``: tag A or tag B)."""
+
+
+def _dequeue_filter(metadata: DequeueFilter | None) -> dict[str, str | list[str]] | None:
+    if metadata is None:
+        return None
+    return {k: v if isinstance(v, str) else list(v) for k, v in metadata.items()}
 
 
 def dequeue(
@@ -220,17 +269,58 @@ def dequeue(
     *,
     wait_seconds: int = 0,
     lease_seconds: int | None = None,
-    metadata: Mapping[str, str] | None = None,
+    metadata: DequeueFilter | None = None,
 ) -> Call[list[Leased]]:
     """``POST …/dequeue``: lease up to ``count`` messages, long-polling ``wait_seconds``."""
     body = _given(
         count=count,
         wait_seconds=wait_seconds,
         lease_seconds=lease_seconds,
-        metadata=None if metadata is None else dict(metadata),
+        metadata=_dequeue_filter(metadata),
     )
     decode = _decoder(list[Leased], "messages")
     return Call("POST", f"{_queue(queue)}/dequeue", decode, body, wait_seconds=wait_seconds)
+
+
+def dequeue_many(
+    queues: Sequence[str],
+    count: int = 1,
+    *,
+    wait_seconds: int = 0,
+    lease_seconds: int | None = None,
+    metadata: DequeueFilter | None = None,
+) -> Call[list[LeasedFrom]]:
+    """``POST /v1/namespaces/{ns}/dequeue``: lease up to ``count`` messages from ``queues``
+    (``"namespace/queue"``, all of one namespace), the first queue's first, long-polling
+    ``wait_seconds``; each leased message's ``queue`` is ``"namespace/queue"``."""
+    names = [split_queue(queue) for queue in queues]
+    namespaces = {namespace for namespace, _ in names}
+    if len(namespaces) != 1:
+        raise ValueError(f"queues must be of one namespace, got {sorted(namespaces)}")
+    (namespace,) = namespaces
+    body = _given(
+        queues=[name for _, name in names],
+        count=count,
+        wait_seconds=wait_seconds,
+        lease_seconds=lease_seconds,
+        metadata=_dequeue_filter(metadata),
+    )
+    leased = _decoder(list[LeasedFrom], "messages")
+
+    def decode(content: bytes) -> list[LeasedFrom]:
+        # The server names each message's queue within the namespace; the client's methods
+        # take "namespace/queue".
+        return [msgspec.structs.replace(m, queue=f"{namespace}/{m.queue}") for m in leased(content)]
+
+    path = f"{_ns(namespace)}/dequeue"
+    return Call("POST", path, decode, body, wait_seconds=wait_seconds)
+
+
+def lease_message(queue: str, message_id: str, *, lease_seconds: int | None = None) -> Call[Leased]:
+    """``POST …/messages/{id}/lease``: lease this message as a dequeue would, if it is ready
+    (not safe to repeat: a repeat after a lost answer is refused, the message then running)."""
+    body = _given(lease_seconds=lease_seconds)
+    return Call("POST", f"{_message(queue, message_id)}/lease", _decoder(Leased), body)
 
 
 def get_message(queue: str, message_id: str) -> Call[Message]:
@@ -286,9 +376,20 @@ def cancel(
     return Call("POST", f"{_message(queue, message_id)}/cancel", _MESSAGE, body)
 
 
-def requeue(queue: str, message_id: str, delay_seconds: int = 0) -> Call[Message]:
-    """``POST …/messages/{id}/requeue`` (errored or canceled only)."""
-    body = {"delay_seconds": delay_seconds}
+def requeue(
+    queue: str,
+    message_id: str,
+    delay_seconds: int = 0,
+    *,
+    ttl_seconds: int | None = None,
+    expires_at: datetime | None = None,
+) -> Call[Message]:
+    """``POST …/messages/{id}/requeue`` (errored or canceled only); it expires ``ttl_seconds``
+    after the requeue or at ``expires_at`` (neither: never)."""
+    body = {
+        "delay_seconds": delay_seconds,
+        **_given(ttl_seconds=ttl_seconds, expires_at=expires_at),
+    }
     return Call("POST", f"{_message(queue, message_id)}/requeue", _MESSAGE, body)
 
 
@@ -315,7 +416,7 @@ def ack_and_dequeue(
     count: int = 1,
     wait_seconds: int = 0,
     lease_seconds: int | None = None,
-    metadata: Mapping[str, str] | None = None,
+    metadata: DequeueFilter | None = None,
 ) -> Call[Acknowledged]:
     """``POST …/ack`` with ``dequeue``: acknowledge, then lease up to ``count`` messages (one
     transaction on a simple queue), long-polling ``wait_seconds`` if none is ready. Like a
@@ -325,7 +426,7 @@ def ack_and_dequeue(
         count=count,
         wait_seconds=wait_seconds,
         lease_seconds=lease_seconds,
-        metadata=None if metadata is None else dict(metadata),
+        metadata=_dequeue_filter(metadata),
     )
     decode = msgspec.json.Decoder(Acknowledged).decode
     return Call("POST", f"{_queue(queue)}/ack", decode, body, wait_seconds=wait_seconds)
@@ -362,7 +463,32 @@ def requeue_dead_letters(
     states: Iterable[str] = ("errored",),
     ids: Iterable[str] | None = None,
     limit: int | None = None,
+    *,
+    delay_seconds: int | None = None,
+    ttl_seconds: int | None = None,
+    expires_at: datetime | None = None,
 ) -> Call[int]:
-    """``POST …/requeue``: send dead letters back; the number requeued."""
-    body = _given(states=list(states), ids=None if ids is None else list(ids), limit=limit)
+    """``POST …/requeue``: send up to ``limit`` dead letters back, oldest finished first, with
+    a new TTL or expiry (neither: never expiring); the number requeued."""
+    body = _given(
+        states=list(states),
+        ids=None if ids is None else list(ids),
+        limit=limit,
+        delay_seconds=delay_seconds,
+        ttl_seconds=ttl_seconds,
+        expires_at=expires_at,
+    )
     return Call("POST", f"{_queue(queue)}/requeue", _decoder(int, "requeued"), body)
+
+
+def delete_dead_letters(
+    queue: str,
+    states: Iterable[str] = ("errored",),
+    ids: Iterable[str] | None = None,
+    limit: int | None = None,
+) -> Call[int]:
+    """``POST …/dead-letters/delete``: delete up to ``limit`` dead letters (default 1000),
+    oldest finished first; the number deleted."""
+    body = _given(states=list(states), ids=None if ids is None else list(ids), limit=limit)
+    # Not safe: a repeat would delete the next ones.
+    return Call("POST", f"{_queue(queue)}/dead-letters/delete", _decoder(int, "deleted"), body)

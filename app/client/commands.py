@@ -1,5 +1,5 @@
 """Script commands that talk to a running server over HTTP, through :class:`app.client.Client`:
-``sundial enqueue | dequeue | ack | fail | cancel | messages``.
+``sundial enqueue | dequeue | lease | ack | fail | cancel | messages``.
 
 The server is ``--url`` (or ``$SUNDIAL_URL``), the token ``--token`` (or ``$SUNDIAL_TOKEN``).
 Output is a readable table by default and JSON with ``--json`` (one document on stdout, for
@@ -9,8 +9,9 @@ scripts); progress and spinners go to stderr.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -22,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.client import ApiError, Client, NewMessage, SundialError
+from app.client import ApiError, Client, Leased, LeasedFrom, NewMessage, SundialError
 from app.client.http import DEFAULT_URL
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -85,6 +86,15 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return pairs
 
 
+def filter_pairs(values: tuple[str, ...]) -> dict[str, str | list[str]] | None:
+    """``--metadata`` of a dequeue: a key given more than once matches any of its values."""
+    wanted: dict[str, list[str]] = {}
+    for value in values:
+        [(key, item)] = parse_pairs((value,), "--metadata").items()
+        wanted.setdefault(key, []).append(item)
+    return {k: v[0] if len(v) == 1 else v for k, v in wanted.items()} or None
+
+
 def _emit_json(value: Any) -> None:
     click.echo(msgspec.json.encode(value).decode())
 
@@ -117,6 +127,16 @@ def _short(value: Any, width: int = 48) -> str:
     type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
     help="Enqueue many: JSON lines, each a message object as in the API.",
 )
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="An id already there that still waits (invisible or pending) takes the new message.",
+)
+@click.option(
+    "--create-queue",
+    is_flag=True,
+    help="Make the queue, with the default configuration, if it does not exist.",
+)
 @server_options
 @json_option
 def enqueue(
@@ -127,6 +147,8 @@ def enqueue(
     delay: int | None,
     metadata: tuple[str, ...],
     path: Path | None,
+    replace: bool,
+    create_queue: bool,
     url: str,
     token: str | None,
     as_json: bool,
@@ -135,12 +157,14 @@ def enqueue(
 
     \b
     sundial enqueue shop/emails --payload '{"to": "ada@example.com"}' --id welcome-42
+    sundial enqueue shop/emails --id welcome-42 --payload '"v2"' --replace --create-queue
     """
+    options = _EnqueueOptions("replace" if replace else None, create_queue)
     if path is not None:
         if payload is not None or message_id is not None:
             raise click.UsageError("--file takes the messages from the file, not --payload/--id")
         with connect(url, token) as client:
-            _enqueue_file(client, queue, path, as_json)
+            _enqueue_file(client, queue, path, as_json, options)
         return
     message = NewMessage(
         id=message_id,
@@ -150,11 +174,28 @@ def enqueue(
         metadata=parse_pairs(metadata, "--metadata") or None,
     )
     with connect(url, token) as client:
-        [outcome] = client.enqueue_many(queue, [message])
+        [outcome] = client.enqueue_many(queue, [message], **options.asdict())
     if as_json:
-        _emit_json(outcome)
+        shown = msgspec.structs.asdict(outcome)
+        if not replace:
+            del shown["replaced"]  # said only of an enqueue that may replace
+        _emit_json(shown)
+    elif replace:
+        row = [outcome.id, outcome.state, outcome.created, outcome.replaced]
+        _table(["id", "state", "created", "replaced"], [row])
     else:
         _table(["id", "state", "created"], [[outcome.id, outcome.state, outcome.created]])
+
+
+@dataclass(frozen=True)
+class _EnqueueOptions:
+    """What ``--replace`` and ``--create-queue`` ask of every enqueue request."""
+
+    on_conflict: str | None
+    create_queue: bool
+
+    def asdict(self) -> dict[str, Any]:
+        return {"on_conflict": self.on_conflict, "create_queue": self.create_queue}
 
 
 def _json_argument(text: str, option: str) -> Any:
@@ -174,18 +215,24 @@ def _read_messages(stream: IO[Any]) -> Iterator[NewMessage]:
             raise click.ClickException(f"line {number}: {error}") from error
 
 
-def _enqueue_file(client: Client, queue: str, path: Path, as_json: bool) -> None:
-    created = existing = 0
+def _enqueue_file(
+    client: Client, queue: str, path: Path, as_json: bool, options: _EnqueueOptions
+) -> None:
+    created = existing = replaced = 0
     with click.open_file(str(path)) as stream, _progress() as progress:
         task = progress.add_task("enqueueing", total=None)
         messages = _read_messages(stream)
         while batch := list(islice(messages, BATCH)):
-            outcomes = client.enqueue_many(queue, batch)
+            outcomes = client.enqueue_many(queue, batch, **options.asdict())
             created += sum(o.created for o in outcomes)
             existing += sum(not o.created for o in outcomes)
+            replaced += sum(o.replaced for o in outcomes)
             progress.advance(task, len(batch))
     if as_json:
-        _emit_json({"created": created, "existing": existing})
+        counts = {"created": created, "existing": existing}
+        _emit_json({**counts, "replaced": replaced} if options.on_conflict else counts)
+    elif options.on_conflict:
+        stdout.print(f"{created} enqueued, {existing} already there, {replaced} of them replaced")
     else:
         stdout.print(f"{created} enqueued, {existing} already there")
 
@@ -205,24 +252,47 @@ def _progress() -> Progress:
 
 
 @click.command()
-@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.argument("queues", metavar="NAMESPACE/QUEUE...", nargs=-1, required=True)
 @click.option("--count", default=1, show_default=True, help="Most messages to lease (1-100).")
 @click.option("--wait", default=0, show_default=True, help="Seconds to wait for one (0-20).")
 @click.option("--lease", "lease_seconds", type=int, help="Lease seconds (default: the queue's).")
+@click.option(
+    "--metadata",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only with this pair (repeat; a key repeated matches any of its values).",
+)
 @server_options
 @json_option
 def dequeue(
-    queue: str,
+    queues: tuple[str, ...],
     count: int,
     wait: int,
     lease_seconds: int | None,
+    metadata: tuple[str, ...],
     url: str,
     token: str | None,
     as_json: bool,
 ) -> None:
-    """Lease messages; complete them with `sundial ack`, or `sundial fail` them."""
+    """Lease messages; complete them with `sundial ack`, or `sundial fail` them.
+
+    Several queues of one namespace are taken in their order: the first queue's messages
+    first, the rest of --count from the next ones (each message shows its queue).
+
+    sundial dequeue shop/orders --metadata tag=A --metadata tag=B   (tag A or tag B)
+    sundial dequeue shop/urgent shop/bulk --wait 20
+    """
+    wanted = filter_pairs(metadata)
     with connect(url, token) as client, stderr.status(f"waiting up to {wait} s", spinner="dots"):
-        leased = client.dequeue(queue, count, wait_seconds=wait, lease_seconds=lease_seconds)
+        many: list[LeasedFrom] = []
+        if len(queues) == 1:
+            leased: Sequence[Leased] = client.dequeue(
+                queues[0], count, wait_seconds=wait, lease_seconds=lease_seconds, metadata=wanted
+            )
+        else:
+            leased = many = client.dequeue_many(
+                queues, count, wait_seconds=wait, lease_seconds=lease_seconds, metadata=wanted
+            )
     if as_json:
         _emit_json(leased)
         return
@@ -230,7 +300,40 @@ def dequeue(
         [m.id, m.lease_id, m.attempt, m.priority, m.lease_expires_at.isoformat(), _short(m.payload)]
         for m in leased
     ]
-    _table(["id", "lease_id", "attempt", "priority", "lease expires", "payload"], rows)
+    columns = ["id", "lease_id", "attempt", "priority", "lease expires", "payload"]
+    if many:
+        columns.insert(0, "queue")
+        rows = [[m.queue, *row] for m, row in zip(many, rows, strict=True)]
+    _table(columns, rows)
+
+
+@click.command()
+@click.argument("queue", metavar="NAMESPACE/QUEUE")
+@click.argument("message_id", metavar="ID")
+@click.option("--lease", "lease_seconds", type=int, help="Lease seconds (default: the queue's).")
+@server_options
+@json_option
+def lease(
+    queue: str,
+    message_id: str,
+    lease_seconds: int | None,
+    url: str,
+    token: str | None,
+    as_json: bool,
+) -> None:
+    """Lease the message ID, if it is ready (as a dequeue would lease it); complete it with
+    `sundial ack`, or `sundial fail` it.
+
+    sundial lease shop/orders order-42 --lease 120
+    """
+    with connect(url, token) as client:
+        leased = client.lease_message(queue, message_id, lease_seconds=lease_seconds)
+    if as_json:
+        _emit_json(leased)
+        return
+    row = [leased.id, leased.lease_id, leased.attempt, leased.priority]
+    row += [leased.lease_expires_at.isoformat(), _short(leased.payload)]
+    _table(["id", "lease_id", "attempt", "priority", "lease expires", "payload"], [row])
 
 
 def _show_message(message: Any, as_json: bool) -> None:
@@ -351,4 +454,4 @@ def messages(
     _table(["id", "state", "priority", "attempts", "enqueued", "payload"], rows)
 
 
-COMMANDS = (enqueue, dequeue, ack, fail, cancel, messages)
+COMMANDS = (enqueue, dequeue, lease, ack, fail, cancel, messages)

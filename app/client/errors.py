@@ -91,7 +91,8 @@ class InvalidState(ApiError):
 
 
 class QueuePaused(ApiError):
-    """409 ``queue_paused``: enqueue is paused on this queue."""
+    """409 ``queue_paused``: enqueue is paused on this queue (or, for a lease by id,
+    dequeue)."""
 
 
 class PayloadTooLarge(ApiError):

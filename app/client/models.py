@@ -35,6 +35,10 @@ class Token(Model, frozen=True, kw_only=True):
     expires_at: datetime | None
     kind: str = "bearer"  # older servers send neither
     access_key_id: str | None = None
+    read_rate: float | None = None
+    """Read requests per second the token may make (None: no limit of its own)."""
+    write_rate: float | None = None
+    """Write requests per second the token may make (None: no limit of its own)."""
 
 
 class IssuedToken(Token, frozen=True, kw_only=True):
@@ -53,6 +57,7 @@ class Queue(Model, frozen=True, kw_only=True):
     kind: str
     exclusive_key: str | None
     filter_key: str | None = None  # older servers do not send it
+    ordering: str = "priority"  # older servers do not send it
     lease_seconds: int
     delay_seconds: int
     max_attempts: int
@@ -74,11 +79,14 @@ class Queue(Model, frozen=True, kw_only=True):
 
 
 class Enqueued(Model, frozen=True, kw_only=True):
-    """What enqueue did with one message: ``created`` is false for an id already there."""
+    """What enqueue did with one message: ``created`` is false for an id already there;
+    ``replaced`` (only with ``on_conflict="replace"``) is true when the waiting message of that
+    id was replaced by this one."""
 
     id: str
     state: str
     created: bool
+    replaced: bool = False
 
 
 class Leased(Model, frozen=True, kw_only=True):
@@ -92,6 +100,25 @@ class Leased(Model, frozen=True, kw_only=True):
     payload: Any
     metadata: dict[str, str]
     enqueued_at: datetime
+    remaining_attempts: int | None = None
+    """Leases the message may still get after this one (0 on its last attempt); None from a
+    server that does not say."""
+    expires_at: datetime | None = None
+    """When the message expires if not finished; None: never."""
+    ttl_remaining_seconds: float | None = None
+    """Seconds from this lease to ``expires_at``; None: it never expires."""
+    waited_seconds: float | None = None
+    """How long it waited for this lease, from when it became ready (enqueued, or visible at
+    the end of its delay or retry backoff) to the lease; None from a server that does not
+    say."""
+
+
+class LeasedFrom(Leased, frozen=True, kw_only=True):
+    """A message handed out by a dequeue of several queues (:meth:`Client.dequeue_many`), with
+    the queue it came from: ``"namespace/queue"``, as the client's methods take it (complete,
+    fail or extend it there)."""
+
+    queue: str
 
 
 class Message(Model, frozen=True, kw_only=True):

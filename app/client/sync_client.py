@@ -26,8 +26,8 @@ from typing import Any, Self, TypeVar
 import httpx
 from msgspec import UNSET
 
-from app.client import calls, reply
-from app.client.calls import Call
+from app.client import calls, periodic, reply, topics
+from app.client.calls import Call, DequeueFilter
 from app.client.errors import CallTimeout, InvalidState, LeaseMismatch, NotFound
 from app.client.http import (
     DEFAULT_TIMEOUT,
@@ -42,6 +42,7 @@ from app.client.models import (
     Health,
     IssuedToken,
     Leased,
+    LeasedFrom,
     Message,
     MessagePage,
     Namespace,
@@ -49,8 +50,10 @@ from app.client.models import (
     Queue,
     Token,
 )
+from app.client.periodic import PeriodicJob
 from app.client.retry import RetryPolicy
 from app.client.servers import FailoverTransport, Servers, server_urls
+from app.client.topics import Published, Topic
 
 T = TypeVar("T")
 
@@ -156,10 +159,21 @@ class Client:
         expires_at: datetime | None = None,
         *,
         kind: str = "bearer",
+        read_rate: float | None = None,
+        write_rate: float | None = None,
     ) -> IssuedToken:
-        """Issue a namespace token, or with ``kind="sqs"`` an SQS access key (``.access_key_id``);
-        its secret (``.token``: the bearer token, or the secret access key) is shown only now."""
-        return self.send(calls.issue_token(namespace, label, expires_at, kind=kind))
+        """Issue a namespace token, or with ``kind="sqs"`` an SQS access key (``.access_key_id``),
+        with its own rate limits if given (requests per second of reads, of writes); its secret
+        (``.token``: the bearer token, or the secret access key) is shown only now."""
+        call = calls.issue_token(
+            namespace, label, expires_at, kind=kind, read_rate=read_rate, write_rate=write_rate
+        )
+        return self.send(call)
+
+    def set_token_limits(self, namespace: str, token_id: str, **limits: float | None) -> Token:
+        """Change a token's rate limits: ``read_rate=``, ``write_rate=`` (requests per second;
+        None: no limit); those not given stay. Applies to the token's next request everywhere."""
+        return self.send(calls.set_token_limits(namespace, token_id, limits))
 
     def list_tokens(self, namespace: str) -> list[Token]:
         """A namespace's tokens, without secrets."""
@@ -195,6 +209,104 @@ class Client:
         """Delete a queue's messages (in ``states``, or all); how many were deleted."""
         return self.send(calls.purge(queue, states))
 
+    # --- topics (fan-out) -------------------------------------------------------------------------
+
+    def put_topic(self, topic: str, subscriptions: Iterable[topics.SubscriptionSpec]) -> Topic:
+        """Create ``topic`` (``"namespace/name"``) or bring it to exactly these subscriptions:
+        queue names, or ``(queue, tag_key, tags)`` for a queue that takes only the messages
+        whose ``metadata[tag_key]`` is one of ``tags``."""
+        return self.send(topics.put_topic(topic, subscriptions))
+
+    def list_topics(self, namespace: str) -> list[Topic]:
+        """A namespace's topics, each with its subscriptions."""
+        return self.send(topics.list_topics(namespace))
+
+    def get_topic(self, topic: str) -> Topic:
+        """A topic and its subscriptions."""
+        return self.send(topics.get_topic(topic))
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic and its subscriptions (the queues stay)."""
+        self.send(topics.delete_topic(topic))
+
+    def subscribe(
+        self,
+        topic: str,
+        queue: str,
+        *,
+        tag_key: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Topic:
+        """Subscribe ``queue`` (a queue name of the topic's namespace) to ``topic``, creating
+        the topic if need be, or set its tag filter."""
+        return self.send(topics.subscribe(topic, queue, tag_key, tags))
+
+    def unsubscribe(self, topic: str, queue: str) -> None:
+        """Unsubscribe ``queue``: publishes answered after this no longer reach it."""
+        self.send(topics.unsubscribe(topic, queue))
+
+    def publish(self, topic: str, messages: Iterable[NewMessage]) -> list[Published]:
+        """Publish 1 to 1000 messages: each goes into every subscribed queue whose filter
+        accepts it, all in one transaction (one refusing queue refuses the whole publish). A
+        message keeps one id in every queue, so a retried publish creates nothing twice."""
+        return self.send(topics.publish(topic, messages))
+
+    # --- periodic (cron) jobs ---------------------------------------------------------------------
+
+    def put_periodic(
+        self,
+        job: str,
+        *,
+        queue: str,
+        schedule: str,
+        timezone: str = "UTC",
+        payload: Any = UNSET,
+        metadata: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        ttl_seconds: int | None = None,
+        max_attempts: int | None = None,
+        lease_seconds: int | None = None,
+        paused: bool = False,
+    ) -> PeriodicJob:
+        """Create the periodic job ``job`` (``"namespace/name"``) or set its whole definition:
+        at every tick of ``schedule`` (5-field cron or ``@hourly``/``@daily``/…, read in
+        ``timezone``) it enqueues a message with these fields into ``queue`` (of its
+        namespace)."""
+        definition: dict[str, Any] = {
+            "queue": queue,
+            "schedule": schedule,
+            "timezone": timezone,
+            "metadata": dict(metadata or {}),
+            "priority": priority,
+            "ttl_seconds": ttl_seconds,
+            "max_attempts": max_attempts,
+            "lease_seconds": lease_seconds,
+            "paused": paused,
+        }
+        if payload is not UNSET:
+            definition["payload"] = payload
+        return self.send(periodic.put_periodic(job, definition))
+
+    def list_periodic(self, namespace: str, queue: str | None = None) -> list[PeriodicJob]:
+        """A namespace's periodic jobs (only those of ``queue``, when given)."""
+        return self.send(periodic.list_periodic(namespace, queue))
+
+    def get_periodic(self, job: str) -> PeriodicJob:
+        """A periodic job, with its next and last run."""
+        return self.send(periodic.get_periodic(job))
+
+    def update_periodic(self, job: str, **changes: Any) -> PeriodicJob:
+        """Change some fields of a periodic job (e.g. ``paused=True``, ``schedule="@daily"``)."""
+        return self.send(periodic.update_periodic(job, changes))
+
+    def delete_periodic(self, job: str) -> None:
+        """Delete a periodic job (the messages it enqueued stay)."""
+        self.send(periodic.delete_periodic(job))
+
+    def trigger_periodic(self, job: str) -> str:
+        """Enqueue the job's message now, once; the id of that message."""
+        return self.send(periodic.trigger_periodic(job))
+
     # --- producing -------------------------------------------------------------------------------
 
     def enqueue(
@@ -211,8 +323,14 @@ class Client:
         lease_seconds: int | None = None,
         ttl_seconds: int | None = None,
         expires_at: datetime | None = None,
+        on_conflict: str | None = None,
+        create_queue: bool = False,
     ) -> Enqueued:
-        """Enqueue one message. With an ``id`` it is idempotent (and retried on failure)."""
+        """Enqueue one message. With an ``id`` it is idempotent (and retried on failure).
+        ``on_conflict="replace"``: if the id is taken by a message still waiting (invisible or
+        pending), that message becomes this one (``replaced`` says so; a running or finished
+        one is left alone). ``create_queue``: make the queue, with the default configuration,
+        if it does not exist."""
         message = NewMessage(
             id=id,
             payload=payload,
@@ -225,12 +343,30 @@ class Client:
             ttl_seconds=ttl_seconds,
             expires_at=expires_at,
         )
-        [outcome] = self.send(calls.enqueue(queue, [message]))
+        call = calls.enqueue(queue, [message], on_conflict=on_conflict, create_queue=create_queue)
+        [outcome] = self.send(call)
         return outcome
 
-    def enqueue_many(self, queue: str, messages: Iterable[NewMessage]) -> list[Enqueued]:
-        """Enqueue 1 to 1000 messages, all or nothing; the outcomes in order."""
-        return self.send(calls.enqueue(queue, messages))
+    def enqueue_many(
+        self,
+        queue: str,
+        messages: Iterable[NewMessage],
+        *,
+        on_conflict: str | None = None,
+        create_queue: bool = False,
+    ) -> list[Enqueued]:
+        """Enqueue 1 to 1000 messages, all or nothing; the outcomes in order
+        (``on_conflict`` and ``create_queue`` as for :meth:`enqueue`)."""
+        call = calls.enqueue(queue, messages, on_conflict=on_conflict, create_queue=create_queue)
+        return self.send(call)
+
+    def lease_message(
+        self, queue: str, message_id: str, *, lease_seconds: int | None = None
+    ) -> Leased:
+        """Lease this message as a dequeue would, if it is ready: pending, or delayed and due,
+        not expired, and in an exclusive queue no message of its value running (else
+        InvalidState; QueuePaused while the queue is dequeue-paused)."""
+        return self.send(calls.lease_message(queue, message_id, lease_seconds=lease_seconds))
 
     # --- consuming -------------------------------------------------------------------------------
 
@@ -241,11 +377,29 @@ class Client:
         *,
         wait_seconds: int = 0,
         lease_seconds: int | None = None,
-        metadata: Mapping[str, str] | None = None,
+        metadata: DequeueFilter | None = None,
     ) -> list[Leased]:
         """Lease up to ``count`` messages, waiting up to ``wait_seconds`` (≤ 20) for one."""
         call = calls.dequeue(
             queue, count, wait_seconds=wait_seconds, lease_seconds=lease_seconds, metadata=metadata
+        )
+        return self.send(call)
+
+    def dequeue_many(
+        self,
+        queues: Sequence[str],
+        count: int = 1,
+        *,
+        wait_seconds: int = 0,
+        lease_seconds: int | None = None,
+        metadata: DequeueFilter | None = None,
+    ) -> list[LeasedFrom]:
+        """Lease up to ``count`` messages from several queues of one namespace
+        (``["shop/urgent", "shop/bulk"]``), in their order: the first queue's first, the rest
+        from the next ones; waiting up to ``wait_seconds`` (≤ 20) for one in any of them. Each
+        message's ``queue`` says where to complete it."""
+        call = calls.dequeue_many(
+            queues, count, wait_seconds=wait_seconds, lease_seconds=lease_seconds, metadata=metadata
         )
         return self.send(call)
 
@@ -286,7 +440,7 @@ class Client:
         count: int = 1,
         wait_seconds: int = 0,
         lease_seconds: int | None = None,
-        metadata: Mapping[str, str] | None = None,
+        metadata: DequeueFilter | None = None,
     ) -> Acknowledged:
         """Acknowledge as :meth:`ack` does, then lease up to ``count`` messages, waiting up to
         ``wait_seconds`` for one: a worker's cycle in one request (never retried)."""
@@ -329,9 +483,21 @@ class Client:
             calls.cancel(queue, message_id, lease_id=lease_id, force=force, reason=reason)
         )
 
-    def requeue(self, queue: str, message_id: str, delay_seconds: int = 0) -> Message:
-        """Send an errored or canceled message back, attempts reset."""
-        return self.send(calls.requeue(queue, message_id, delay_seconds))
+    def requeue(
+        self,
+        queue: str,
+        message_id: str,
+        delay_seconds: int = 0,
+        *,
+        ttl_seconds: int | None = None,
+        expires_at: datetime | None = None,
+    ) -> Message:
+        """Send a dead letter back (attempts reset), visible after ``delay_seconds``; it
+        expires ``ttl_seconds`` after the requeue or at ``expires_at`` (neither: never)."""
+        call = calls.requeue(
+            queue, message_id, delay_seconds, ttl_seconds=ttl_seconds, expires_at=expires_at
+        )
+        return self.send(call)
 
     def requeue_dead_letters(
         self,
@@ -339,9 +505,34 @@ class Client:
         states: Iterable[str] = ("errored",),
         ids: Iterable[str] | None = None,
         limit: int | None = None,
+        *,
+        delay_seconds: int | None = None,
+        ttl_seconds: int | None = None,
+        expires_at: datetime | None = None,
     ) -> int:
-        """Send dead letters back in bulk; how many were requeued."""
-        return self.send(calls.requeue_dead_letters(queue, states, ids, limit))
+        """Send up to ``limit`` dead letters back (default 1000), oldest finished first, as
+        :meth:`requeue` does one; how many were requeued."""
+        call = calls.requeue_dead_letters(
+            queue,
+            states,
+            ids,
+            limit,
+            delay_seconds=delay_seconds,
+            ttl_seconds=ttl_seconds,
+            expires_at=expires_at,
+        )
+        return self.send(call)
+
+    def delete_dead_letters(
+        self,
+        queue: str,
+        states: Iterable[str] = ("errored",),
+        ids: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """Delete up to ``limit`` dead letters (default 1000), oldest finished first: the ones
+        :meth:`requeue_dead_letters` would take; how many were deleted."""
+        return self.send(calls.delete_dead_letters(queue, states, ids, limit))
 
     def query_messages(
         self,

@@ -18,6 +18,7 @@ import logging
 import httpx
 
 from app.client.async_client import AsyncClient
+from app.client.calls import DequeueFilter
 from app.client.errors import ApiError, RateLimited, Unavailable
 from app.client.held import Holdings
 from app.client.lease_ahead import LeaseAhead
@@ -45,7 +46,7 @@ class Turns:
     burst: bool
     wait_seconds: int
     batch_size: int
-    metadata: dict[str, str] | None
+    metadata: DequeueFilter | None
     _lease: int
     _held: Holdings
     _finished: list[Leased]

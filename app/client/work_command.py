@@ -13,7 +13,7 @@ import click
 
 from app.client import Worker
 from app.client.calls import MAX_WAIT_SECONDS
-from app.client.commands import parse_pairs, reported_errors, server_options
+from app.client.commands import filter_pairs, reported_errors, server_options
 from app.client.worker import DEFAULT_PREFETCH
 
 
@@ -46,7 +46,12 @@ def load_handler(spec: str) -> Any:
 )
 @click.option("--lease-seconds", type=int, help="Lease per message (default: the queue's).")
 @click.option("--wait-seconds", default=MAX_WAIT_SECONDS, show_default=True, help="Long poll.")
-@click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Only messages with this.")
+@click.option(
+    "--metadata",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only messages with this (repeat; a key repeated matches any of its values).",
+)
 @click.option(
     "--shutdown-timeout",
     default=30.0,
@@ -90,7 +95,7 @@ def work(
         prefetch=prefetch,
         lease_seconds=lease_seconds,
         wait_seconds=wait_seconds,
-        metadata=parse_pairs(metadata, "--metadata") or None,
+        metadata=filter_pairs(metadata),
         shutdown_timeout=shutdown_timeout,
         burst=burst,
     )

@@ -41,7 +41,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from app.client.async_client import AsyncClient
-from app.client.calls import MAX_WAIT_SECONDS
+from app.client.calls import MAX_WAIT_SECONDS, DequeueFilter
 from app.client.held import Held, Holdings
 from app.client.lease_ahead import LeaseAhead
 from app.client.models import Leased
@@ -94,7 +94,8 @@ class Worker(Turns):
         wait_seconds: long-poll wait per dequeue (≤ 20).
         lease_seconds: the lease each dequeue asks for; default the queue's. Heartbeats extend
             it every third of it.
-        metadata: only lease messages whose metadata has all these pairs.
+        metadata: only lease messages whose metadata has all these pairs (a list of values:
+            any of them).
         shutdown_timeout: seconds running handlers get to finish after stop() before their
             messages are released.
         burst: stop once nothing is ready and no handler is running (for scripts and tests).
@@ -117,7 +118,7 @@ class Worker(Turns):
         batch_size: int | None = None,
         wait_seconds: int = MAX_WAIT_SECONDS,
         lease_seconds: int | None = None,
-        metadata: dict[str, str] | None = None,
+        metadata: DequeueFilter | None = None,
         shutdown_timeout: float = 30.0,
         burst: bool = False,
         prefetch: int | None = None,

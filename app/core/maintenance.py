@@ -14,6 +14,8 @@ class TickResult:
     released: int = 0
     expired: int = 0
     redriven: int = 0
+    fired: int = 0
+    """Messages enqueued by periodic jobs' ticks (docs/concepts.md, "Periodic jobs")."""
 
     @property
     def total(self) -> int:
@@ -26,4 +28,5 @@ class TickResult:
             self.released + other.released,
             self.expired + other.expired,
             self.redriven + other.redriven,
+            self.fired + other.fired,
         )

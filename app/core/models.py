@@ -6,7 +6,7 @@ over the raw JSON it received and gets raw JSON back, and PostgreSQL validates i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -14,6 +14,10 @@ from typing import Any, Literal
 from app.core.states import State
 
 QueueKind = Literal["simple", "exclusive"]
+QueueOrdering = Literal["priority", "due"]
+FilterValue = str | Sequence[str]
+"""A value of a dequeue's metadata filter: one metadata value, or a list meaning any of them
+(:func:`app.core.validation.dequeue_filter` checks it, and makes a list a tuple)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,9 @@ class QueueConfig:
     kind: QueueKind = "simple"
     exclusive_key: str | None = None
     filter_key: str | None = None
+    ordering: QueueOrdering = "priority"
+    """The claim's order: ``priority`` (then enqueue order), or ``due`` (``visible_at`` first,
+    priority breaking ties among messages due at the same instant, then enqueue order)."""
     lease_seconds: int = 30
     delay_seconds: int = 0
     max_attempts: int = 3
@@ -37,7 +44,8 @@ class QueueConfig:
 
 
 # Fields that PATCH may change; kind, exclusive_key and filter_key are fixed at creation (the
-# stored messages' exclusive and filter values were extracted with them).
+# stored messages' exclusive and filter values were extracted with them), and so is ordering
+# (consumers rely on the order a queue was created with).
 DEFAULT_POOL = "default"
 """The pool that is the catalogue's own database: the only one of a single-database install."""
 
@@ -54,7 +62,7 @@ MUTABLE_QUEUE_FIELDS = frozenset(
         "dead_letter_queue",
     }
 )
-IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key", "filter_key"})
+IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key", "filter_key", "ordering"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +120,9 @@ class EnqueueOutcome:
     created: bool
     seq: int | None = None
     """The message's place in enqueue order (its ``seq``), as the store numbered it."""
+    replaced: bool = False
+    """Whether an enqueue with ``on_conflict = replace`` replaced the waiting message of this id
+    (``created`` is false then)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,38 @@ class LeasedMessage:
     """When the message was first leased (this lease, on its first attempt)."""
     seq: int | None = None
     """The message's place in enqueue order."""
+    leased_at: datetime | None = None
+    """When this lease was granted (the database's clock)."""
+    visible_at: datetime | None = None
+    """When the message became visible: its enqueue's delay ended, or its retry's backoff, or
+    its requeue's delay."""
+    expires_at: datetime | None = None
+    """When the message expires if not finished (None: never)."""
+    max_attempts: int | None = None
+    """The effective ``max_attempts`` (the message's override, else the queue's)."""
+
+    @property
+    def remaining_attempts(self) -> int | None:
+        """Leases the message may still get after this one (0 on its last attempt)."""
+        return None if self.max_attempts is None else max(0, self.max_attempts - self.attempt)
+
+    @property
+    def waited_seconds(self) -> float | None:
+        """How long the message waited for this lease: from when it became ready (enqueued,
+        or visible at the end of its delay, retry backoff or requeue, whichever is later) to
+        this lease; never negative. On a first lease, the wait since enqueue or the end of its
+        delay."""
+        if self.leased_at is None or self.visible_at is None:
+            return None
+        ready = max(self.visible_at, self.enqueued_at)
+        return max(0.0, (self.leased_at - ready).total_seconds())
+
+    @property
+    def ttl_remaining_seconds(self) -> float | None:
+        """Seconds from this lease to ``expires_at`` (None: it never expires)."""
+        if self.expires_at is None or self.leased_at is None:
+            return None
+        return max(0.0, (self.expires_at - self.leased_at).total_seconds())
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +196,9 @@ class Message:
     updated_at: datetime
     finished_at: datetime | None
     last_error: str | None
+    leased_at: datetime | None = None
+    """When its latest lease was granted (None before its first); answers do not show it, the
+    metrics measure processing time with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +245,11 @@ class LeaseRef:
 class NextLease:
     """What an acknowledgement asks to lease once it is applied: up to ``count`` messages, for
     ``lease_seconds`` (default the message's, else the queue's), whose metadata holds all
-    ``metadata`` pairs."""
+    ``metadata`` pairs (a list: any of its values)."""
 
     count: int = 1
     lease_seconds: int | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
+    metadata: Mapping[str, FilterValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +284,11 @@ class Token:
     access_key_id: str | None = None
     """Set when the token is an SQS access key (docs/sqs.md): it signs requests with its secret
     rather than presenting it."""
+    read_rate: float | None = None
+    """Read requests per second the token may make (None: no limit of its own; docs/security.md,
+    "Per-token rate limits")."""
+    write_rate: float | None = None
+    """Write requests per second the token may make (None: no limit of its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +314,14 @@ class Principal:
     is_admin: bool
     namespace: str | None = None
     token_id: str | None = None
+    read_rate: float | None = None
+    """The token's own limit of read requests per second, as last looked up (None: none)."""
+    write_rate: float | None = None
+    """The token's own limit of write requests per second, as last looked up (None: none)."""
+
+    def rate(self, kind: str) -> float | None:
+        """The token's limit of requests per second of ``kind`` (``read``, ``write``)."""
+        return self.read_rate if kind == "read" else self.write_rate
 
     def may_access(self, namespace: str) -> bool:
         """Whether this caller may act on ``namespace``'s data."""

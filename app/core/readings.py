@@ -21,6 +21,8 @@ class QueueDepth:
     queue_id: int | None = None
     """The queue's id (its identity: a queue recreated under the same name has a new one);
     None for a row that stands for several queues."""
+    errored: int = 0
+    """Its dead letters: errored messages still in the live table (until its retention)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,8 @@
     requeue: errored / canceled ──► pending, or invisible with a delay (attempts reset)
     redrive: errored ──► canceled, and a copy pending in the queue's dead_letter_queue
     update:  invisible ◄──► pending, as visible_at changes
+    replace: invisible / pending ──► invisible / pending (an enqueue replacing a waiting message)
+    lease by id: as dequeue, for one named message
 
 Every state change in the store is a single guarded statement. Most guard with
 ``WHERE state = ANY(:from)``, whose ``:from`` comes from :func:`allowed_from`; the claim names its
@@ -99,6 +101,14 @@ class Event(StrEnum):
     REDRIVE = "redrive"
     """A dead letter of a queue with a ``dead_letter_queue`` goes there (scheduler): canceled
     here (``last_error = 'dead-lettered to <queue>'``), a copy pending there, attempts reset."""
+    LEASE_BY_ID = "lease_by_id"
+    """A consumer leases one message it names (``POST …/messages/{id}/lease``): the claim's
+    lease on that message alone, from the claim's sources (:data:`CLAIM`: pending, or invisible
+    once its ``visible_at`` has passed); counted as a dequeue."""
+    REPLACE = "replace"
+    """An enqueue with ``on_conflict = replace`` finds the id taken by a waiting message: the
+    message takes the new payload, metadata, priority, visibility, expiry and overrides, and is
+    invisible or pending as its new ``visible_at`` says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +160,14 @@ TRANSITIONS: dict[Event, dict[State, frozenset[State]]] = {
         State.PENDING: frozenset({State.INVISIBLE, State.PENDING}),
     },
     Event.REDRIVE: {State.ERRORED: frozenset({State.CANCELED})},
+    Event.LEASE_BY_ID: {
+        CLAIM.ready: frozenset({CLAIM.leased}),
+        CLAIM.due: frozenset({CLAIM.leased}),  # once visible_at has passed
+    },
+    Event.REPLACE: {
+        State.INVISIBLE: frozenset({State.INVISIBLE, State.PENDING}),
+        State.PENDING: frozenset({State.INVISIBLE, State.PENDING}),
+    },
 }
 
 # Events that act on a lease and must present the current lease_id (fencing).

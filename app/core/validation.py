@@ -27,6 +27,7 @@ from app.core.errors import PayloadTooLargeError, ValidationError
 from app.core.models import (
     IMMUTABLE_QUEUE_FIELDS,
     MUTABLE_QUEUE_FIELDS,
+    FilterValue,
     MessageChanges,
     NewMessage,
     QueueConfig,
@@ -48,6 +49,9 @@ MAX_WAIT_SECONDS = 20
 MAX_METADATA_PAIRS = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 256
+MAX_FILTER_VALUES = 32
+"""How many values a dequeue filter's list (any of them) may hold, and how many combinations
+the lists of one filter may make (the product of their lengths)."""
 MAX_TEXT = 4096
 MAX_PAYLOAD_DEPTH = 512
 
@@ -140,6 +144,44 @@ def metadata(field: str, value: Mapping[str, str]) -> dict[str, str]:
         text(f"{field}.{key}", key, MAX_METADATA_KEY)
         text(f"{field}.{key}", item, MAX_METADATA_VALUE)
     return dict(value)
+
+
+def dequeue_filter(field: str, value: Mapping[str, FilterValue]) -> dict[str, FilterValue]:
+    """A dequeue's metadata filter: pairs as :func:`metadata` allows, all of which must match,
+    where a value may also be a list of 1 to :data:`MAX_FILTER_VALUES` values, any of which
+    matches (``{"tag": ["A", "B"]}``: tag A or tag B). A list comes back as a tuple without
+    repeats, and a list of one value as that value; the lists of one filter may make at most
+    :data:`MAX_FILTER_VALUES` combinations. The same rules for every dequeue: REST, the ack's
+    next dequeue, long polls."""
+    if len(value) > MAX_METADATA_PAIRS:
+        raise ValidationError(field, f"must have at most {MAX_METADATA_PAIRS} pairs")
+    checked: dict[str, FilterValue] = {}
+    combinations = 1
+    for key, item in value.items():
+        if not key:
+            raise ValidationError(field, "keys must not be empty")
+        text(f"{field}.{key}", key, MAX_METADATA_KEY)
+        if isinstance(item, str):
+            checked[key] = text(f"{field}.{key}", item, MAX_METADATA_VALUE)
+            continue
+        if not 1 <= len(item) <= MAX_FILTER_VALUES:
+            raise ValidationError(
+                f"{field}.{key}", f"must list 1 to {MAX_FILTER_VALUES} values (any of them)"
+            )
+        for index, one in enumerate(item):
+            if not isinstance(one, str):
+                raise ValidationError(f"{field}.{key}[{index}]", "must be a string")
+            text(f"{field}.{key}[{index}]", one, MAX_METADATA_VALUE)
+        values = tuple(dict.fromkeys(item))
+        combinations *= len(values)
+        checked[key] = values[0] if len(values) == 1 else values
+    if combinations > MAX_FILTER_VALUES:
+        raise ValidationError(
+            field,
+            f"its lists must make at most {MAX_FILTER_VALUES} combinations"
+            " (the product of their lengths)",
+        )
+    return checked
 
 
 def payload(field: str, value: bytes, limits: Limits) -> bytes:
@@ -285,6 +327,8 @@ def queue_config(config: QueueConfig) -> QueueConfig:
         if not config.filter_key:
             raise ValidationError("filter_key", "must not be empty")
         text("filter_key", config.filter_key, MAX_METADATA_KEY)
+    if config.ordering not in ("priority", "due"):
+        raise ValidationError("ordering", "must be 'priority' or 'due'")
     for key, (low, high) in _CONFIG_BOUNDS.items():
         integer(key, getattr(config, key), low, high)
     if config.dead_letter_queue is not None:

@@ -1,5 +1,6 @@
-"""Dead letters (errored and canceled messages) of a queue: requeue or delete them, one, a
-selection, or all, always through a confirmation page.
+"""Dead letters (errored and canceled messages) of a queue: requeue (optionally with a new TTL)
+or delete them, one, a selection, all, or the oldest finished up to a limit, always through a
+confirmation page.
 
 The confirmation is a page of its own (``/confirm`` changes nothing); only its form, posted
 to ``/apply``, acts. Both are POSTs carrying the CSRF token.
@@ -67,6 +68,8 @@ async def confirm(request: AnyRequest, ns: PathStr, queue: PathStr) -> Template:
         if action.every
         else len(action.ids)
     )
+    if action.limit is not None:
+        affected = min(affected, action.limit)
     return page(request, "confirm.html", queue=found, action=action, affected=affected, nav="dead")
 
 
@@ -93,10 +96,23 @@ async def _apply(request: AnyRequest, ns: str, queue: str, action: DeadLetterAct
     core = service(request)
     if action.action == "requeue":
         if action.every:
-            return await core.requeue_dead_letters(ns, queue, action.states, limit=BULK_LIMIT)
+            return await core.requeue_dead_letters(
+                ns,
+                queue,
+                action.states,
+                limit=action.limit or BULK_LIMIT,
+                ttl_seconds=action.ttl_seconds,
+            )
         return await core.requeue_dead_letters(
-            ns, queue, DEAD_LETTER_STATE_NAMES, ids=action.ids, limit=len(action.ids)
+            ns,
+            queue,
+            DEAD_LETTER_STATE_NAMES,
+            ids=action.ids,
+            limit=len(action.ids),
+            ttl_seconds=action.ttl_seconds,
         )
+    if action.every and action.limit is not None:
+        return await core.delete_dead_letters(ns, queue, action.states, limit=action.limit)
     if action.every:
         return await core.purge_queue(ns, queue, action.states)
     return await insights(request).delete_dead_letters(ns, queue, action.ids)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from app.core import validation
+from app.core.dead_letters import MAX_BULK_LIMIT
 from app.core.models import MessageFilter
 from app.core.states import DEAD_LETTER_STATES, State
 
@@ -167,15 +168,32 @@ class DeadLetterAction:
     ids: tuple[str, ...]
     every: bool
     states: tuple[str, ...]
+    limit: int | None = None
+    """With ``every``: only the ``limit`` oldest finished (None: all)."""
+    ttl_seconds: int | None = None
+    """A requeue's new TTL: they expire that long after it (None: never)."""
+
+
+def _whole_number(form: Mapping[str, Sequence[str]], name: str, low: int, high: int) -> int | None:
+    """The optional whole number ``name`` of a form, within ``[low, high]``; None when empty."""
+    text = (form.get(name) or [""])[-1].strip()
+    if not text:
+        return None
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise FormError(name, f"must be a whole number from {low} to {high}")
+    return int(text)
 
 
 def dead_letter_action(form: Mapping[str, Sequence[str]]) -> DeadLetterAction:
-    """The dead-letter form: ``action``, then either ``ids`` or ``every=1`` with ``states``;
-    or ``single=<action>:<id>`` (a row's own button, which ignores the selection).
+    """The dead-letter form: ``action``, then either ``ids`` or ``every=1`` with ``states``
+    (and optionally ``limit``: the oldest finished only); or ``single=<action>:<id>`` (a row's
+    own button, which ignores the selection). A requeue may carry ``ttl_seconds``.
 
     Raises:
         FormError: a field is invalid (named).
     """
+    ttl_seconds = _whole_number(form, "ttl_seconds", 1, validation.MAX_RETENTION_SECONDS)
+    limit = _whole_number(form, "limit", 1, MAX_BULK_LIMIT)
     single = (form.get("single") or [""])[-1]
     if single:
         action, _, message_id = single.partition(":")
@@ -191,4 +209,11 @@ def dead_letter_action(form: Mapping[str, Sequence[str]]) -> DeadLetterAction:
             raise FormError("states", "must be errored or canceled")
     if not every and not ids:
         raise FormError("ids", "choose at least one message")
-    return DeadLetterAction("requeue" if action == "requeue" else "delete", ids, every, states)
+    return DeadLetterAction(
+        "requeue" if action == "requeue" else "delete",
+        ids,
+        every,
+        states,
+        limit=limit if every else None,
+        ttl_seconds=ttl_seconds if action == "requeue" else None,
+    )

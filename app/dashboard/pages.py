@@ -10,6 +10,7 @@ from app.core.states import State
 from app.dashboard.common import flash, insights, page, queue_path, see_other, service
 from app.dashboard.format import LIVE_ORDER, STATE_ORDER
 from app.dashboard.forms import FormError
+from app.dashboard.topics import queue_topics
 from app.web.runtime import AnyRequest, PathStr
 
 SWITCHES = {"enqueue_paused": "Enqueue", "dequeue_paused": "Dequeue"}
@@ -38,6 +39,7 @@ async def queue_page(request: AnyRequest, ns: PathStr, queue: PathStr) -> Templa
         "queue.html",
         activity=activity,
         queue=activity.detail.queue,
+        topics=await queue_topics(service(request), ns, queue),
         states=STATE_ORDER,
         live_states=LIVE_ORDER,
         switches=SWITCHES,

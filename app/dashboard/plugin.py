@@ -23,7 +23,7 @@ from litestar.template import TemplateConfig
 
 from app.bootstrap import database
 from app.config import Settings
-from app.dashboard import auth, dead_letters, live, messages, pages
+from app.dashboard import auth, dead_letters, live, messages, pages, periodic
 from app.dashboard.common import start_insights
 from app.dashboard.errors import HTML_HANDLERS, html_under_dashboard
 from app.dashboard.format import FILTERS
@@ -63,6 +63,7 @@ def dashboard_router(admin_token: str) -> Router:
             *pages.HANDLERS,
             *messages.HANDLERS,
             *dead_letters.HANDLERS,
+            *periodic.HANDLERS,
         ],
         before_request=require_page_login,
     )

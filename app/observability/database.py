@@ -118,6 +118,7 @@ def _folded(rest: list[QueueDepth]) -> QueueDepth:
         invisible=sum(q.invisible for q in rest),
         pending=sum(q.pending for q in rest),
         running=sum(q.running for q in rest),
+        errored=sum(q.errored for q in rest),
         oldest_pending_age=max(ages) if ages else None,
     )
 
@@ -203,14 +204,23 @@ class DatabaseCollector(Collector):
             "Seconds since the oldest pending message of the queue became visible (0: none).",
             labels=[metrics.POOL, *metrics.QUEUE_LABELS],
         )
+        dead = GaugeMetricFamily(
+            "sundial_queue_dead_letters",
+            "Dead letters per queue: errored messages still in the live table (kept for the"
+            " queue's retention_seconds, or until requeued, deleted or moved to its"
+            " dead_letter_queue).",
+            labels=[metrics.POOL, *metrics.QUEUE_LABELS],
+        )
         queues = _existing_depths(self.readings, self.existing)
         for pool, q in _capped(queues, self.queue_limit):
             depth.add_metric([pool, q.namespace, q.queue, "invisible"], q.invisible)
             depth.add_metric([pool, q.namespace, q.queue, "pending"], q.pending)
             depth.add_metric([pool, q.namespace, q.queue, "running"], q.running)
             oldest.add_metric([pool, q.namespace, q.queue], q.oldest_pending_age or 0.0)
+            dead.add_metric([pool, q.namespace, q.queue], q.errored)
         yield depth
         yield oldest
+        yield dead
 
 
 def _scheduler_gauges(answered: Mapping[str, DatabaseStats]) -> Iterator[Metric]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import Counter, Gauge, disable_created_metrics
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from app.core.states import Event
 
@@ -69,6 +69,26 @@ BY_EVENT: Final[dict[Event, Counter]] = {
     ),
 }
 
+# How long messages wait and are worked on, per queue. Few buckets, as each is a series per
+# queue (under the same cap as the counters): 11 buckets, a sum and a count.
+DURATION_BUCKETS: Final = (0.01, 0.05, 0.25, 1.0, 5.0, 30.0, 120.0, 600.0, 3600.0, 21600.0)
+"""Upper bounds (seconds) of the duration histograms' buckets; ``+Inf`` is added."""
+
+WAIT_SECONDS = Histogram(
+    "sundial_message_wait_seconds",
+    "Seconds a message waited for its first lease, from when it became ready (enqueued, or"
+    " visible at the end of its delay) to the lease.",
+    COUNTED_LABELS,
+    buckets=DURATION_BUCKETS,
+)
+PROCESSING_SECONDS = Histogram(
+    "sundial_message_processing_seconds",
+    "Seconds from a lease's grant to its holder's complete or fail (leases that expire are not"
+    " counted).",
+    COUNTED_LABELS,
+    buckets=DURATION_BUCKETS,
+)
+
 # The scheduler's work. Its statements report totals, not queues, so these carry no labels.
 EXPIRED = Counter(
     "sundial_messages_expired_total",
@@ -85,6 +105,10 @@ PROMOTED = Counter(
 REDRIVEN = Counter(
     "sundial_messages_redriven_total",
     "Dead letters the scheduler moved into their queue's dead_letter_queue.",
+)
+PERIODIC_FIRED = Counter(
+    "sundial_periodic_fired_total",
+    "Messages enqueued by periodic (cron) jobs' ticks (a trigger by hand is not counted).",
 )
 SCHEDULER_TICKS = Counter(
     "sundial_scheduler_ticks_total", "Maintenance ticks run while this process led."

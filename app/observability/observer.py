@@ -1,4 +1,5 @@
-"""The queue service's metrics hook: counts what each operation committed, by queue.
+"""The queue service's metrics hook: counts what each operation committed, by queue, and
+observes how long messages waited for their first lease and how long leases were held.
 
 Counting in the service rather than in HTTP handlers means every caller (API, dashboard, CLI)
 is counted, and only changes that happened: an idempotent repeat of a complete, or an ack item
@@ -8,7 +9,7 @@ refused for a stale lease, counts nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from app.core.models import Queue
 from app.core.states import Event
@@ -74,6 +75,20 @@ class MetricsObserver:
         if counter is not None and count > 0:
             counter.labels(*self._labels(queue)).inc(count)
 
+    def waited(self, queue: Queue, seconds: Sequence[float]) -> None:
+        """Observe first leases' waits."""
+        if seconds:
+            histogram = metrics.WAIT_SECONDS.labels(*self._labels(queue))
+            for value in seconds:
+                histogram.observe(value)
+
+    def processed(self, queue: Queue, seconds: Sequence[float]) -> None:
+        """Observe how long ended leases were held."""
+        if seconds:
+            histogram = metrics.PROCESSING_SECONDS.labels(*self._labels(queue))
+            for value in seconds:
+                histogram.observe(value)
+
     def _labels(self, queue: Queue) -> Labels:
         return self.labels.of(queue.id, queue.namespace, queue.name)
 
@@ -86,6 +101,12 @@ class MetricsObserver:
         gone = self.labels.forget(existing)
         if not gone or os.environ.get(multiprocess.ENV):
             return
-        for counter in (metrics.ENQUEUED, *metrics.BY_EVENT.values()):
+        per_queue = (
+            metrics.ENQUEUED,
+            *metrics.BY_EVENT.values(),
+            metrics.WAIT_SECONDS,
+            metrics.PROCESSING_SECONDS,
+        )
+        for family in per_queue:
             for labels in gone:
-                counter.remove(*labels)
+                family.remove(*labels)

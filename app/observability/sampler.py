@@ -38,6 +38,9 @@ class TickCounts(Protocol):
     @property
     def redriven(self) -> int: ...
 
+    @property
+    def fired(self) -> int: ...
+
 
 class SchedulerProgress(Protocol):
     """What the metrics follow of this process's scheduler (:class:`app.scheduler.Scheduler`)."""
@@ -150,5 +153,6 @@ class Sampler:
             metrics.LEASES_EXPIRED.inc(changed.released - counted.released)
             metrics.EXPIRED.inc(changed.expired - counted.expired)
             metrics.REDRIVEN.inc(changed.redriven - counted.redriven)
+            metrics.PERIODIC_FIRED.inc(changed.fired - counted.fired)
             seen, counted = ticks, changed
             self._leader.report(1 if scheduler.is_leader else 0)

@@ -1,182 +1,32 @@
-"""Pruning of exported history: the daily partitions of ``message_history`` past retention whose
-every row is behind the export watermark are dropped, without ever making the scheduler wait.
+"""Pruning of exported history: the daily partitions of ``message_history`` past
+``SUNDIAL_PIPELINE_HISTORY_RETENTION_DAYS`` whose every row is behind the export watermark are
+dropped, without ever making the scheduler wait.
 
-Dropping a partition (``DROP TABLE``, or ``DETACH PARTITION`` without ``CONCURRENTLY``) takes an
-ACCESS EXCLUSIVE lock on ``message_history`` itself. It waits for every transaction that has
-read the table, and while it waits every statement that wants the table queues behind it — the
-scheduler's archive insert too, so the leader stalled: no lease released, nothing expired or
-promoted (10 s were seen). A partition therefore leaves in steps that lock ``message_history``
-in SHARE UPDATE EXCLUSIVE mode at most, which neither reads nor inserts conflict with::
+The steps are the history prune's by SQL alone (:mod:`app.store.history_prune`, handed out by
+:mod:`app.bootstrap.database`; its docstring tells how a partition leaves without blocking the
+archive), under the rule ``required``: only what the lake has taken, and nothing before the
+first export. The scheduler's own retention (``SUNDIAL_HISTORY_RETENTION_DAYS``) uses the same
+steps; once the pipeline has exported anything it too drops only exported partitions
+(docs/pipeline.md, "Pruning").
 
-    check: rows archived at or after the watermark? ── yes ─► kept ("unexported")
-      │ no
-    DETACH PARTITION ... CONCURRENTLY ─► check again ── yes ─► ATTACH it back ("unexported")
-      │ no                                                      (rows archived in between)
-    DROP TABLE (a table of its own now, that nobody uses)
-
-``DETACH ... CONCURRENTLY`` waits for the transactions that use ``message_history`` while
-holding nothing anyone queues behind, and leaves the partition a table of its own that no
-archive can insert into, so the second check is final.
-
-Every statement runs under ``lock_timeout``: a prune that does not get a lock in time (a reader
-that outlasts it) stops and reports the partition ``pending``, instead of waiting on. The next
-prune carries on where it stopped: it completes a detach interrupted halfway (the partition is
-still attached, "pending detach", and new queries no longer see it) with ``DETACH PARTITION ...
-FINALIZE``, and it settles a table left detached (dropped if all exported, else attached back).
-
-With pools (docs/scaling.md) every pool's database has its own history and its own export
-watermark: a prune takes every pool's lock first, then prunes each pool against its own
-watermark.
-
-Plain psycopg (no Spark, no pyarrow); the statements live here for that reason.
+Plain psycopg (no Spark, no pyarrow).
 """
 
 from __future__ import annotations
 
-import logging
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
-from typing import Any, Final, LiteralString
+from collections.abc import Mapping
+from typing import Final
 
-import psycopg
-from psycopg import errors, sql
-
+from app.bootstrap.database import history_prune
 from app.core.models import DEFAULT_POOL
-from app.pipeline.lock import locked_pools
+from app.pipeline.lock import APPLICATION_NAME
 
-log = logging.getLogger("sundial.pipeline.prune")
-
-LOCK_TIMEOUT_SECONDS: Final = 10.0
+LOCK_TIMEOUT_SECONDS: Final = history_prune.LOCK_TIMEOUT_SECONDS
 """How long one step of a prune waits for a lock before the prune stops (``pending``)."""
 
-Hook = Callable[[str, str], None]
-"""Called with a phase ("checked", "detached") and a partition; tests interleave here."""
-
-WATERMARK: Final = "SELECT max(high) FROM pipeline_export_runs WHERE committed_at IS NOT NULL"
-
-TODAY: Final = "SELECT (now() AT TIME ZONE 'UTC')::date"
-
-SET_LOCK_TIMEOUT: Final = "SELECT set_config('lock_timeout', %(timeout)s, false)"
-
-# The partitions of message_history, and whether each is pending detach.
-PARTITIONS: Final = """
-    SELECT c.relname, i.inhdetachpending FROM pg_inherits i
-    JOIN pg_class c ON c.oid = i.inhrelid
-    JOIN pg_class p ON p.oid = i.inhparent
-    WHERE p.relname = 'message_history' AND p.relnamespace = 'public'::regnamespace
-    ORDER BY c.relname
-"""
-
-# Tables named as history partitions that are not partitions: a prune detached them and stopped
-# before it dropped them.
-DETACHED: Final = """
-    SELECT c.relname FROM pg_class c
-    WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'
-      AND c.relname ~ '^message_history_[0-9]{8}$'
-      AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
-    ORDER BY c.relname
-"""
-
-_UNEXPORTED: Final = "SELECT EXISTS (SELECT 1 FROM {} WHERE archived_at >= %(watermark)s)"
-_DETACH: Final = "ALTER TABLE message_history DETACH PARTITION {} CONCURRENTLY"
-_FINALIZE: Final = "ALTER TABLE message_history DETACH PARTITION {} FINALIZE"
-_ATTACH: Final = "ALTER TABLE message_history ATTACH PARTITION {} FOR VALUES FROM ({}) TO ({})"
-_DROP: Final = "DROP TABLE {}"
-
-_PARTITION_NAME = re.compile(r"message_history_(\d{8})")
-
-
-@dataclass(frozen=True, slots=True)
-class PruneResult:
-    """What a prune did with the partitions past retention."""
-
-    dropped: list[str] = field(default_factory=list)
-    """Dropped: every row was exported."""
-    unexported: list[str] = field(default_factory=list)
-    """Kept: rows archived after the last export (the next export takes them)."""
-    pending: list[str] = field(default_factory=list)
-    """Left for the next prune: a lock was not granted within the lock timeout."""
-
-
-@dataclass(frozen=True, slots=True)
-class PoolsPrune:
-    """What a prune did on every pool (partition names repeat from pool to pool)."""
-
-    pools: dict[str, PruneResult]
-
-
-def _day(name: str) -> date | None:
-    """The day of a history partition's name, or None if it is not one."""
-    match = _PARTITION_NAME.fullmatch(name)
-    return datetime.strptime(match[1], "%Y%m%d").date() if match else None  # noqa: DTZ007
-
-
-class _Pruner:
-    """One prune on one autocommit session; each step its own statement."""
-
-    def __init__(
-        self,
-        conn: psycopg.Connection[Any],
-        watermark: datetime,
-        cutoff: date,
-        hook: Hook | None,
-    ) -> None:
-        self.conn = conn
-        self.watermark = watermark
-        self.cutoff = cutoff
-        self.hook = hook or (lambda phase, name: None)
-        self.result = PruneResult()
-
-    def _run(
-        self,
-        template: LiteralString,
-        name: str,
-        *literals: str,
-        params: dict[str, Any] | None = None,
-    ) -> psycopg.Cursor[Any]:
-        # Identifiers come from the catalogue and match _PARTITION_NAME; bounds from a date.
-        statement = sql.SQL(template).format(
-            sql.Identifier(name), *(sql.Literal(value) for value in literals)
-        )
-        return self.conn.execute(statement, params)
-
-    def _unexported(self, name: str) -> bool:
-        row = self._run(_UNEXPORTED, name, params={"watermark": self.watermark}).fetchone()
-        return bool(row and row[0])
-
-    def prune(self, name: str) -> None:
-        """A partition past retention: dropped if all of it is exported."""
-        if self._unexported(name):
-            self.result.unexported.append(name)
-            return
-        self.hook("checked", name)
-        self._run(_DETACH, name)
-        self.hook("detached", name)
-        self.settle(name)
-
-    def finalize(self, name: str) -> None:
-        """A partition a prune began to detach and did not finish: finish, then settle it."""
-        self._run(_FINALIZE, name)
-        self.settle(name)
-
-    def settle(self, name: str) -> None:
-        """A detached table: nothing can add to it, so this check is final. Dropped if it is
-        past retention and all exported, else attached back where it was."""
-        day = _day(name)
-        assert day is not None
-        unexported = self._unexported(name)
-        if day < self.cutoff and not unexported:
-            self._run(_DROP, name)
-            self.result.dropped.append(name)
-            log.info("dropped exported history partition %s", name)
-            return
-        upper = day + timedelta(days=1)
-        self._run(_ATTACH, name, f"{day.isoformat()}T00:00:00Z", f"{upper.isoformat()}T00:00:00Z")
-        if unexported:
-            self.result.unexported.append(name)
-        log.info("attached history partition %s again (unexported rows: %s)", name, unexported)
+Hook = history_prune.Hook
+PruneResult = history_prune.PruneResult
+PoolsPrune = history_prune.PoolsPrune
 
 
 def prune_history(
@@ -189,7 +39,7 @@ def prune_history(
 ) -> PruneResult:
     """Drop the history partitions of days older than ``retention_days`` of one database, the
     pool ``pool``'s, whose every row is behind its export watermark, without blocking the
-    scheduler (see the module's docstring). Nothing is dropped before the first export."""
+    scheduler. Nothing is dropped before the first export."""
     pruned = prune_pools(
         {pool: database_url},
         retention_days,
@@ -214,45 +64,11 @@ def prune_pools(
             (nothing is pruned).
         app.pipeline.lock.PoolMismatchError: a pool's database is registered as another pool.
     """
-    with locked_pools(pools) as sessions:
-        return PoolsPrune(
-            {
-                name: _prune_pool(conn, retention_days, lock_timeout_seconds, hook)
-                for name, conn in sessions.items()
-            }
-        )
-
-
-def _prune_pool(
-    conn: psycopg.Connection[Any],
-    retention_days: int,
-    lock_timeout_seconds: float,
-    hook: Hook | None,
-) -> PruneResult:
-    """One pool's prune, on its locked autocommit session."""
-    conn.execute(SET_LOCK_TIMEOUT, {"timeout": f"{round(lock_timeout_seconds * 1000)}ms"})
-    watermark = conn.execute(WATERMARK).fetchone()[0]  # type: ignore[index]
-    today: date = conn.execute(TODAY).fetchone()[0]  # type: ignore[index]
-    if watermark is None:
-        return PruneResult()
-    pruner = _Pruner(conn, watermark, today - timedelta(days=retention_days), hook)
-    partitions = conn.execute(PARTITIONS).fetchall()
-    steps: list[tuple[Callable[[str], None], str]] = [
-        (pruner.finalize, name) for name, pending in partitions if pending
-    ]
-    steps += [(pruner.settle, name) for (name,) in conn.execute(DETACHED).fetchall()]
-    steps += [
-        (pruner.prune, name)
-        for name, pending in partitions
-        if not pending and (day := _day(name)) is not None and day < pruner.cutoff
-    ]
-    for step, name in steps:
-        try:
-            step(name)
-        except errors.LockNotAvailable:
-            # Stop here: a detach left halfway allows no other, and the next prune
-            # carries on from this partition.
-            log.warning("prune stopped at %s: a lock was not granted in time", name)
-            pruner.result.pending.append(name)
-            break
-    return pruner.result
+    return history_prune.prune_pools(
+        pools,
+        retention_days,
+        export="required",
+        lock_timeout_seconds=lock_timeout_seconds,
+        application_name=APPLICATION_NAME,
+        hook=hook,
+    )

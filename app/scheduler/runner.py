@@ -79,6 +79,15 @@ class Maintenance(Protocol):
         """Refresh the hot table's statistics if many rows changed; whether it did."""
         ...
 
+    async def forget_idle_token_rates(self, conn: AsyncConnection) -> int:
+        """Delete the per-token rate limits' counts that mean nothing any more."""
+        ...
+
+    async def prune_history(self, engine: AsyncEngine, retention_days: int) -> object | None:
+        """Drop history partitions past ``retention_days`` on a session of its own (never the
+        leader's), without blocking the archive; what it did, None when it could not run."""
+        ...
+
 
 class Scheduler:
     """Contends for leadership and, while leading, runs the maintenance passes."""
@@ -101,9 +110,12 @@ class Scheduler:
         self.last_tick: TickResult | None = None
         self.changed = TickResult()
         """What every tick of this scheduler changed, added up (metrics count from it)."""
+        self.history_prunes = 0
+        """History prunes finished (SUNDIAL_HISTORY_RETENTION_DAYS; tests watch it)."""
         self._stopping = asyncio.Event()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._history_prune: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Begin contending for leadership in the background."""
@@ -122,13 +134,27 @@ class Scheduler:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self._history_prune is not None:
+            # Its steps wait for a lock at most the prune's lock timeout each.
+            prune, self._history_prune = self._history_prune, None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(prune), timeout=30)
 
-    async def wait_until(self, *, leader: bool | None = None, ticks: int | None = None) -> None:
-        """Wait until this scheduler's leadership is ``leader`` and/or it has done ``ticks``."""
+    async def wait_until(
+        self,
+        *,
+        leader: bool | None = None,
+        ticks: int | None = None,
+        history_prunes: int | None = None,
+    ) -> None:
+        """Wait until this scheduler's leadership is ``leader`` and/or it has done ``ticks``
+        (and ``history_prunes``)."""
 
         def reached() -> bool:
-            return (leader is None or self.is_leader == leader) and (
-                ticks is None or self.ticks >= ticks
+            return (
+                (leader is None or self.is_leader == leader)
+                and (ticks is None or self.ticks >= ticks)
+                and (history_prunes is None or self.history_prunes >= history_prunes)
             )
 
         async with self._changed:
@@ -190,6 +216,8 @@ class Scheduler:
                     if moved:
                         log.info("archived %d finished messages into history", moved)
                     await self.work.prune_listeners(conn)
+                    await self.work.forget_idle_token_rates(conn)
+                    self._start_history_prune()
                     next_cleanup = loop.time() + self.settings.scheduler_cleanup_seconds
             except sa_exc.DBAPIError as error:
                 if error.connection_invalidated:
@@ -205,6 +233,27 @@ class Scheduler:
             self.ticks += 1
             await self._announce()
             await self._pause(self.settings.scheduler_tick_seconds)
+
+    def _start_history_prune(self) -> None:
+        """Start a history prune in the background (SUNDIAL_HISTORY_RETENTION_DAYS set), unless
+        one still runs: the leader's loop never waits for it."""
+        days = self.settings.history_retention_days
+        if days is None or (self._history_prune is not None and not self._history_prune.done()):
+            return
+        self._history_prune = asyncio.create_task(
+            self._prune_history(days), name=f"history prune {self.node_id}"
+        )
+
+    async def _prune_history(self, retention_days: int) -> None:
+        try:
+            result = await self.work.prune_history(self.engine, retention_days)
+        except Exception:
+            log.exception("history prune failed; the next cleanup tries again")
+        else:
+            if result is not None:
+                log.debug("history prune: %s", result)
+        self.history_prunes += 1
+        await self._announce()
 
     async def _fence_stalled_leader(self, conn: AsyncConnection) -> bool:
         """Terminate the leader's session if it has stopped working; True if one was ended."""

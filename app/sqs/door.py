@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import parse_qsl
 
 from litestar import Request, Response, Router, post, route
@@ -25,6 +25,7 @@ from sqlalchemy import exc as sa_exc
 from app.core import catalogue
 from app.core.errors import UnavailableError
 from app.core.models import Principal
+from app.core.token_limits import Kind
 from app.sqs import messages, query_protocol, signing
 from app.sqs.actions import ACTIONS, Actions, Caller
 from app.sqs.errors import (
@@ -36,13 +37,18 @@ from app.sqs.errors import (
     invalid_parameter,
 )
 from app.sqs.names import PATH_PREFIX
+from app.web import token_limits
 from app.web.ratelimit import RateLimitedError
 from app.web.runtime import ROUTE_LABEL, runtime
+from app.web.token_limits import sqs_kind
 
 log = logging.getLogger("sundial.sqs")
 
 JSON_CONTENT_TYPE: Final = "application/x-amz-json-1.0"
 TARGET_PREFIX: Final = "AmazonSQS."
+_PRINCIPAL: Final = "sundial.sqs_principal"
+_KIND: Final = "sundial.sqs_kind"
+"""Scope keys: the request's access key as last looked up, and its action's kind (read, write)."""
 
 
 class _Exchange:
@@ -152,6 +158,7 @@ async def serve(request: Request[Any, Any, Any]) -> Response[bytes]:
         action, params = exchange.read()
         if action in ACTIONS:  # the metrics' route label: the door's own, per action
             request.scope[ROUTE_LABEL] = f"{PATH_PREFIX}:{action}"  # type: ignore[literal-required]
+        await _count_for_token(request, sqs_kind(action))
         rt = runtime(request)
         actions = Actions(rt.service, rt.waiters_of)
         result = await actions.run(action, params, caller, request.receive)
@@ -198,10 +205,12 @@ async def _authenticate(request: Request[Any, Any, Any], body: bytes) -> Caller:
         return found
 
     async def renew() -> None:
-        await look_up()
+        _scope(request)[_PRINCIPAL] = (await look_up())[0]
+        await _count_for_token(request)  # a limit new to the request
 
     catalogue.open_view(renew=renew)
     principal, secret = await look_up()
+    _scope(request)[_PRINCIPAL] = principal
     try:
         signing.verify(signed, claim, secret, datetime.now(UTC))
     except signing.SigningError as error:
@@ -214,6 +223,27 @@ async def _authenticate(request: Request[Any, Any, Any], body: bytes) -> Caller:
             raise SqsError(REQUEST_THROTTLED, error.message) from None
     assert principal.namespace is not None  # an access key is a namespace's
     return Caller(namespace=principal.namespace, endpoint=_endpoint(request), region=claim.region)
+
+
+async def _count_for_token(request: Request[Any, Any, Any], kind: Kind | None = None) -> None:
+    """Count the request against its access key's own rate limit of ``kind`` (once; the kind
+    is known once the action is read: app/web/token_limits.py)."""
+    scope = _scope(request)
+    if kind is not None:
+        scope[_KIND] = kind
+    kind = scope.get(_KIND)
+    principal: Principal | None = scope.get(_PRINCIPAL)
+    if kind is None or principal is None:
+        return
+    try:
+        await token_limits.check(request, runtime(request).service, principal, kind)
+    except RateLimitedError as error:
+        raise SqsError(REQUEST_THROTTLED, error.message) from None
+
+
+def _scope(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """The request's ASGI scope, for the door's own keys."""
+    return cast("dict[str, Any]", request.scope)
 
 
 def _endpoint(request: Request[Any, Any, Any]) -> str:

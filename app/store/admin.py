@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -19,17 +20,27 @@ from app.core import catalogue
 from app.core.errors import ConflictError, NamespaceMovingError, NotFoundError, ValidationError
 from app.core.models import AccessKey, Namespace, Queue, QueueConfig, Token
 from app.core.states import State
-from app.store.errors import retry_transient
+from app.store.errors import raise_translated, retry_transient
 from app.store.paths import StorePaths
 from app.store.rows import queue_from_row
 from app.store.sql import catalogue as catalogue_sql
 from app.store.sql import pools as pools_sql
 from app.store.sql import reads, transitions
+from app.store.sql import token_limits as token_limits_sql
 from app.store.sql.listeners import NOTIFY_CHANNEL
 from app.store.tables import namespaces, queues, tokens
 
 _NAMESPACE_COLUMNS = (namespaces.c.name, namespaces.c.description, namespaces.c.created_at)
-_TOKEN_FIELDS = ("id", "namespace", "label", "created_at", "expires_at", "access_key_id")
+_TOKEN_FIELDS = (
+    "id",
+    "namespace",
+    "label",
+    "created_at",
+    "expires_at",
+    "access_key_id",
+    "read_rate",
+    "write_rate",
+)
 _SECRET_COLUMNS = frozenset({"secret_hash", "sealed_secret"})
 
 
@@ -124,10 +135,13 @@ class AdminStore(StorePaths):
         secret_hash: bytes,
         expires_at: datetime | None,
         access_key: tuple[str, bytes] | None = None,
+        limits: Mapping[str, float | None] | None = None,
     ) -> Token:
-        """Store a token (hashed; an SQS access key also with its id and sealed secret);
-        NotFoundError when the namespace does not exist."""
+        """Store a token (hashed; an SQS access key also with its id and sealed secret; with its
+        rate ``limits``, ``read_rate`` and ``write_rate``); NotFoundError when the namespace
+        does not exist."""
         access_key_id, sealed_secret = access_key or (None, None)
+        rates = {"read_rate": None, "write_rate": None, **(limits or {})}
         stmt = (
             sa.insert(tokens)
             .from_select(
@@ -139,6 +153,8 @@ class AdminStore(StorePaths):
                     "expires_at",
                     "access_key_id",
                     "sealed_secret",
+                    "read_rate",
+                    "write_rate",
                 ],
                 sa.select(
                     sa.literal(token_id, sa.dialects.postgresql.UUID(as_uuid=False)),
@@ -148,6 +164,8 @@ class AdminStore(StorePaths):
                     sa.literal(expires_at, sa.DateTime(timezone=True)),
                     sa.literal(access_key_id, sa.Text),
                     sa.literal(sealed_secret, sa.LargeBinary),
+                    sa.literal(rates["read_rate"], sa.Double),
+                    sa.literal(rates["write_rate"], sa.Double),
                 ).where(namespaces.c.name == namespace, namespaces.c.state == "active"),
             )
             .returning(*(c for c in tokens.c if c.name not in _SECRET_COLUMNS))
@@ -186,6 +204,49 @@ class AdminStore(StorePaths):
                 return False
         finally:
             self.lookups.forget_all()
+
+    async def update_token_limits(
+        self, namespace: str, token_id: str, limits: Mapping[str, float | None]
+    ) -> Token | None:
+        """Set a token's rate limits (the fields of ``limits``); None when there is no such
+        token. Its catalogue version moves on (a trigger), so the change applies to the next
+        request in every process."""
+        stmt = (
+            sa.update(tokens)
+            .where(
+                tokens.c.namespace == namespace,
+                tokens.c.id == token_id,
+                sa.text(catalogue_sql.NAMESPACE_IS_ACTIVE.format("tokens.namespace")),
+            )
+            .values(**limits)
+            .returning(*(c for c in tokens.c if c.name not in _SECRET_COLUMNS))
+        )
+        try:
+            async with self._transaction() as conn:
+                row = (await conn.execute(stmt)).mappings().first()
+                if row is None:
+                    await self._require_active(conn, namespace)
+                    return None
+                return Token(**row)
+        finally:
+            self.lookups.forget_all()
+
+    async def hit_token_rate(self, namespace: str, token_id: str, kind: str) -> float | None:
+        """Count one request of ``kind`` (``read``, ``write``) of a token against its limit, in
+        every process at once (app/store/sql/token_limits.py): None when allowed (also when it
+        has no such limit any more), else the seconds until a retry may be allowed."""
+        params = {"token_id": token_id, "kind": kind}
+        # Not _transaction: the statement reads the limit from ``tokens`` itself, so it relies
+        # on no lookup of the request and must neither check nor confirm them (a catalogue
+        # change is the request's own statements' to find).
+        try:
+            async with self._autocommit.connect() as conn:
+                row = (await conn.execute(token_limits_sql.TOKEN_RATE_HIT, params)).first()
+        except (sa_exc.TimeoutError, sa_exc.DBAPIError, OSError) as error:
+            raise_translated(error)
+        if row is None or row.allowed:
+            return None
+        return max(0.0, float(row.retry_after))
 
     async def find_token(self, secret_hash: bytes, namespace: str | None = None) -> Token | None:
         """The unexpired token with this secret hash, if any (of any namespace: the caller
@@ -280,6 +341,9 @@ class AdminStore(StorePaths):
             result = await conn.execute(catalogue_sql.QUEUE_INSERT_IF_NEW, params)
             row = result.mappings().first()
             if row is not None:
+                # The catalogue moved on: what this process looked up is out of date, and its
+                # own next request (an enqueue that created the queue) need not trip over it.
+                self.lookups.forget_all()
                 return queue_from_row(row, self.pool)
             await self._require_active(conn, namespace)
             return None

@@ -18,13 +18,14 @@ from collections.abc import Sequence
 
 from app.core.errors import CatalogueChangedError, UnavailableError
 from app.core.models import LeasedMessage, NextLease, Queue
+from app.core.ports import Acked
 from app.store.dequeue import DequeueStore, leased_messages
 from app.store.errors import retry_transient
 from app.store.messages import MessageStore, acknowledged, acknowledgement
 
 log = logging.getLogger("sundial.store")
 
-_Pairs = set[tuple[str, str]]
+_Pairs = Acked
 
 
 class CycleStore(MessageStore, DequeueStore):
@@ -64,6 +65,6 @@ class CycleStore(MessageStore, DequeueStore):
             self._claim(queue, claim.count, claim.lease_seconds, claim.metadata),
         ]
         *acks, claimed = await self._driver_rows_together(statements)
-        changed = [{(r.id, r.lease_id) for r in rows} for rows in acks]
+        changed = [{(r.id, r.lease_id): r.held_seconds for r in rows} for rows in acks]
         completed, failed = acknowledged(changed, complete, fail)
-        return completed, failed, leased_messages(claimed)
+        return completed, failed, leased_messages(claimed, queue)

@@ -7,6 +7,7 @@ process share claims (:mod:`app.store.coalesce`)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,14 +17,14 @@ import msgspec
 from psycopg import errors as pg_errors
 
 from app.core.errors import UnavailableError
-from app.core.models import LeasedMessage, Queue
+from app.core.models import FilterValue, LeasedMessage, Queue
 from app.core.validation import MAX_BATCH_DEQUEUE
 from app.store.coalesce import StatementJoiner
 from app.store.errors import is_unique_violation, retry_transient
 from app.store.paths import StorePaths, driver_sql
 from app.store.rows import queue_guard
-from app.store.sql.claim import exclusive_scan, messages_claim
-from app.store.sql.due import MESSAGES_NEXT_DUE, NEXT_DUE_SCAN
+from app.store.sql.claim import Match, exclusive_scan, messages_claim
+from app.store.sql.due import MESSAGES_NEXT_DUE, MESSAGES_NEXT_DUE_ANY, NEXT_DUE_SCAN
 
 log = logging.getLogger("sundial.store")
 
@@ -33,14 +34,57 @@ EXCLUSIVE_CLAIM_RETRIES = 20
 
 _json = msgspec.json.Encoder()
 _NEXT_DUE = driver_sql(MESSAGES_NEXT_DUE)
+_NEXT_DUE_ANY = driver_sql(MESSAGES_NEXT_DUE_ANY)
 
 
 @functools.cache
-def claim_sql(count: int, *, exclusive: bool, keyed: bool, filtered: bool) -> LiteralString:
+def claim_sql(
+    count: int, *, exclusive: bool, keyed: Match, filtered: Match, due: bool = False
+) -> LiteralString:
     """A claim statement as the driver runs it, compiled once per variant and count
     (tests/store/golden/ holds what it compiles to)."""
-    claim = messages_claim(count=count, exclusive=exclusive, keyed=keyed, filtered=filtered)
+    claim = messages_claim(
+        count=count, exclusive=exclusive, keyed=keyed, filtered=filtered, due=due
+    )
     return driver_sql(claim)
+
+
+def _filter_params(
+    key: str | None, metadata: Mapping[str, FilterValue], params: dict[str, Any]
+) -> tuple[Match, Match]:
+    """The claim variant a dequeue's metadata filter takes, its parameters added to
+    ``params``. A pair on the queue's filter_key takes the index of that key's values (one
+    value, or any of a list); the other pairs are tested on the rows it reads: all of one value
+    with ``metadata @> filter`` as before, any list with ``metadata @> ANY`` of every combination
+    of their values."""
+    value = metadata.get(key) if key is not None else None
+    keyed: Match = False if value is None else True if isinstance(value, str) else "any"
+    if keyed is True:
+        params["filter_value"] = value
+    elif keyed == "any":
+        params["filter_values"] = list(value or ())
+    others = {k: v for k, v in metadata.items() if keyed is False or k != key}
+    if not others:
+        return keyed, False
+    if all(isinstance(v, str) for v in others.values()):
+        # The whole filter (the key's single value too, as before: it matches anyway).
+        whole = others if keyed == "any" else metadata
+        params["filter"] = _json.encode(whole).decode()
+        return keyed, True
+    params["filters"] = filter_alternatives(others)
+    return keyed, "any"
+
+
+def filter_alternatives(pairs: Mapping[str, FilterValue]) -> list[str]:
+    """Every combination of a filter's values, one JSON object each: a row matches the filter
+    when its metadata holds one of them (``metadata @> ANY``); validation.dequeue_filter bounds
+    their number."""
+    keys = list(pairs)
+    choices = [(value,) if isinstance(value, str) else value for value in pairs.values()]
+    return [
+        _json.encode(dict(zip(keys, values, strict=True))).decode()
+        for values in itertools.product(*choices)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +92,16 @@ class _Claim:
     """One message a dequeue wants, with the lease and filter it asks for."""
 
     lease_seconds: int | None
-    metadata: dict[str, str]
+    metadata: dict[str, FilterValue]
 
 
-def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
-    """The claim's rows as leased messages, lowest priority first, ties in enqueue order."""
-    ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
+def leased_messages(rows: list[Any], queue: Queue) -> list[LeasedMessage]:
+    """The claim's rows of ``queue`` as leased messages in the queue's order: lowest priority
+    first, ties in enqueue order (ordering ``due``: earliest visible_at first, then so)."""
+    if queue.config.ordering == "due":
+        ordered = sorted(rows, key=lambda r: (r.visible_at, r.priority, r.seq))
+    else:
+        ordered = sorted(rows, key=lambda r: (r.priority, r.seq))
     return [
         LeasedMessage(
             id=r.id,
@@ -66,6 +114,10 @@ def leased_messages(rows: list[Any]) -> list[LeasedMessage]:
             enqueued_at=r.enqueued_at,
             first_leased_at=r.first_leased_at,
             seq=r.seq,
+            leased_at=r.leased_at,
+            visible_at=r.visible_at,
+            expires_at=r.expires_at,
+            max_attempts=r.max_attempts or queue.config.max_attempts,
         )
         for r in ordered
     ]
@@ -77,7 +129,11 @@ class DequeueStore(StorePaths):
     _joined_claims: StatementJoiner[_Claim, LeasedMessage | None] | None = None
 
     async def dequeue(
-        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+        self,
+        queue: Queue,
+        count: int,
+        lease_seconds: int | None,
+        metadata: Mapping[str, FilterValue],
     ) -> list[LeasedMessage]:
         """Lease up to ``count`` messages (fewer, or none, when fewer are ready). Concurrent
         dequeues of a queue in this process with the same lease and filter share claims
@@ -85,7 +141,8 @@ class DequeueStore(StorePaths):
         if self._joined_claims is None:
             self._joined_claims = StatementJoiner(self._claim_joined, max_items=MAX_BATCH_DEQUEUE)
         wanted = _Claim(lease_seconds, dict(metadata))
-        variant = (lease_seconds, tuple(sorted(metadata.items())))
+        pairs = ((k, v if isinstance(v, str) else tuple(v)) for k, v in metadata.items())
+        variant = (lease_seconds, tuple(sorted(pairs)))
         leased = await self._joined_claims.run(queue, [wanted] * count, queue_guard(queue), variant)
         return [message for message in leased if message is not None]
 
@@ -106,7 +163,7 @@ class DequeueStore(StorePaths):
         queue: Queue,
         count: int,
         lease_seconds: int | None,
-        metadata: Mapping[str, str],
+        metadata: Mapping[str, FilterValue],
         guard: dict[str, Any],
     ) -> list[LeasedMessage]:
         if queue.config.kind != "exclusive":
@@ -115,7 +172,7 @@ class DequeueStore(StorePaths):
             )
         else:
             rows = await self._claim_exclusive(queue, count, lease_seconds, metadata, guard)
-        return leased_messages(rows)
+        return leased_messages(rows, queue)
 
     async def next_due_in(self, queue: Queue) -> float | None:
         """Seconds until the next delayed message of ``queue`` becomes visible (or a time to
@@ -125,40 +182,44 @@ class DequeueStore(StorePaths):
         seconds = rows[0].seconds if rows else None
         return None if seconds is None else float(seconds)
 
+    async def next_due_in_any(self, queues: Sequence[Queue]) -> float | None:
+        """As :meth:`next_due_in`, for the next delayed message of any of ``queues`` (a
+        consumer of several queues); one statement whatever their number."""
+        params = {"queue_ids": [queue.id for queue in queues], "scan": NEXT_DUE_SCAN}
+        rows = await self._driver_rows(_NEXT_DUE_ANY, params)
+        seconds = rows[0].seconds if rows else None
+        return None if seconds is None else float(seconds)
+
     @staticmethod
     def _claim(
         queue: Queue,
         count: int,
         lease_seconds: int | None,
-        metadata: Mapping[str, str],
+        metadata: Mapping[str, FilterValue],
         guard: Mapping[str, Any] | None = None,
     ) -> tuple[LiteralString, dict[str, Any]]:
         """The claim statement for this queue and request, and its parameters (``guard``: the
         catalogue guard it carries; default the current request's)."""
-        key = queue.config.filter_key
-        # A filter on the queue's filter_key takes the index of that key's values; the other
-        # pairs, if any, are tested on the rows it reads.
-        value = metadata.get(key) if key is not None else None
-        keyed, filtered = value is not None, len(metadata) > (value is not None)
         params: dict[str, Any] = {
             **(queue_guard(queue) if guard is None else guard),
             "queue_id": queue.id,
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
         }
-        if keyed:
-            params["filter_value"] = value
-        if filtered:  # most claims have no filter: nothing to encode
-            params["filter"] = _json.encode(metadata).decode()
-        exclusive = queue.config.kind == "exclusive"
-        return claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered), params
+        keyed: Match = False
+        filtered: Match = False
+        if metadata:  # most claims have no filter: nothing to encode
+            keyed, filtered = _filter_params(queue.config.filter_key, metadata, params)
+        exclusive, due = queue.config.kind == "exclusive", queue.config.ordering == "due"
+        statement = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered, due=due)
+        return statement, params
 
     async def _claim_exclusive(
         self,
         queue: Queue,
         count: int,
         lease_seconds: int | None,
-        metadata: Mapping[str, str],
+        metadata: Mapping[str, FilterValue],
         guard: dict[str, Any],
     ) -> list[Any]:
         """Claim on an exclusive queue, in rounds until the batch is full or nothing is left.

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core.maintenance import TickResult
 from app.core.states import Event
+from app.store import periodic_firing
 from app.store.sql import listeners, scheduler
 from app.store.sql.guards import from_states
 
@@ -95,6 +96,7 @@ async def tick(conn: AsyncConnection) -> TickResult:
         released=await release_expired_leases(conn),
         expired=await expire_messages(conn),
         redriven=await redrive_dead_letters(conn),
+        fired=await periodic_firing.fire_due(conn),
     )
     await fold_counts(conn)
     return result

@@ -16,9 +16,10 @@ import msgspec
 import psycopg
 from psycopg.rows import dict_row, namedtuple_row
 
+from app.core.dead_letters import Respawn
 from app.core.errors import UnavailableError
 from app.core.models import EnqueueOutcome, Message, MessageChanges, Queue
-from app.core.ports import GuardState, NewRow
+from app.core.ports import Acked, GuardState, NewRow
 from app.core.states import Event, State, allowed_from
 from app.store import batches
 from app.store.coalesce import StatementJoiner
@@ -35,6 +36,8 @@ _json = msgspec.json.Encoder()
 # ``StorePaths._driver``.
 _ENQUEUE = driver_sql(enqueue_sql.MESSAGES_ENQUEUE_IF_NEW)
 _ENQUEUE_ONE = driver_sql(enqueue_sql.MESSAGE_ENQUEUE_ONE_IF_NEW)
+_REPLACE = driver_sql(enqueue_sql.MESSAGES_ENQUEUE_OR_REPLACE)
+_REPLACE_ONE = driver_sql(enqueue_sql.MESSAGE_ENQUEUE_ONE_OR_REPLACE)
 _STATES = driver_sql(reads.MESSAGES_STATES)
 _COMPLETE_MANY = driver_sql(transitions.MESSAGES_COMPLETE_IF_LEASED)
 _COMPLETE_MANY_WHOLE = driver_sql(transitions.MESSAGES_COMPLETE_IF_LEASED_WHOLE)
@@ -48,14 +51,14 @@ _UPDATE = driver_sql(transitions.MESSAGE_UPDATE_IF_WAITING)
 
 
 def _enqueue_params(
-    queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any]
+    queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any], replace: bool = False
 ) -> tuple[LiteralString, dict[str, Any]]:
     """The enqueue statement for ``rows`` and its parameters (``guard``: the catalogue guard):
     plain values for one message, one JSON document for a batch (the same statement
-    otherwise)."""
+    otherwise); ``replace``: the variant that replaces waiting messages of ids already taken."""
     if len(rows) == 1:
         [row] = rows
-        return _ENQUEUE_ONE, {
+        return _REPLACE_ONE if replace else _ENQUEUE_ONE, {
             **guard,
             "queue_id": queue.id,
             "filter_key": queue.config.filter_key,
@@ -71,7 +74,7 @@ def _enqueue_params(
             "ttl": row.ttl_seconds,
             "expires_at": row.expires_at,
         }
-    return _ENQUEUE, {
+    return _REPLACE if replace else _ENQUEUE, {
         **guard,
         "queue_id": queue.id,
         "filter_key": queue.config.filter_key,
@@ -101,12 +104,12 @@ def acknowledgement(
 
 
 def acknowledged(
-    changed: list[set[tuple[str, str]]], complete: Sequence[object], fail: Sequence[object]
-) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """The pairs completed and the pairs failed, from the (id, lease_id) pairs each statement
-    of :func:`acknowledgement` changed."""
+    changed: list[Acked], complete: Sequence[object], fail: Sequence[object]
+) -> tuple[Acked, Acked]:
+    """The pairs completed and the pairs failed (each with the seconds its lease was held),
+    from the (id, lease_id) pairs each statement of :func:`acknowledgement` changed."""
     done = iter(changed)
-    return (next(done) if complete else set()), (next(done) if fail else set())
+    return (next(done) if complete else {}), (next(done) if fail else {})
 
 
 def _row_id(row: NewRow) -> str:
@@ -120,20 +123,34 @@ def _item_id(item: tuple[str, str | None]) -> str:
 class MessageStore(StorePaths):
     """Enqueue, transitions, acknowledgement, requeue and deletion of messages."""
 
-    async def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> list[EnqueueOutcome]:
-        """Insert new messages (ids unique within the batch); existing ids are reported. The
-        concurrent enqueues of a queue in this process share statements and commits
-        (:mod:`app.store.coalesce`)."""
+    async def enqueue(
+        self, queue: Queue, rows: Sequence[NewRow], replace: bool = False
+    ) -> list[EnqueueOutcome]:
+        """Insert new messages (ids unique within the batch); existing ids are reported, or,
+        with ``replace``, the waiting ones replaced. The concurrent enqueues of a queue in this
+        process share statements and commits (:mod:`app.store.coalesce`); only enqueues of the
+        same mode are joined."""
         if self._joined_enqueues is None:
             self._joined_enqueues = StatementJoiner(self._enqueue_now, _row_id)
+        if replace:
+            if self._joined_replaces is None:
+                self._joined_replaces = StatementJoiner(self._replace_now, _row_id)
+            return await self._joined_replaces.run(queue, rows, queue_guard(queue))
         return await self._joined_enqueues.run(queue, rows, queue_guard(queue))
 
+    async def _replace_now(
+        self, queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any]
+    ) -> list[EnqueueOutcome]:
+        """:meth:`_enqueue_now`, replacing the waiting messages of ids already taken."""
+        return await self._enqueue_now(queue, rows, guard, replace=True)
+
     _joined_enqueues: StatementJoiner[NewRow, EnqueueOutcome] | None = None
+    _joined_replaces: StatementJoiner[NewRow, EnqueueOutcome] | None = None
     _joined_completes: StatementJoiner[tuple[str, str | None], Message | None] | None = None
 
     @retry_transient
     async def _enqueue_now(
-        self, queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any]
+        self, queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any], replace: bool = False
     ) -> list[EnqueueOutcome]:
         """Insert new messages (ids unique within the batch); existing ids are reported.
 
@@ -148,11 +165,12 @@ class MessageStore(StorePaths):
         async with self._driver() as driver:
             cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
             for _ in range(TRANSIENT_RETRIES):
-                await cursor.execute(*_enqueue_params(queue, pending, guard))
+                await cursor.execute(*_enqueue_params(queue, pending, guard, replace))
                 for row in await cursor.fetchall():
                     if row.id is not None:  # not the wake-up branch's row
+                        replaced = replace and not row.created
                         outcomes[row.id] = EnqueueOutcome(
-                            row.id, State(row.state), row.created, row.seq
+                            row.id, State(row.state), row.created, row.seq, replaced
                         )
                 unseen = [r.id for r in pending if r.id not in outcomes]
                 if unseen:
@@ -307,10 +325,11 @@ class MessageStore(StorePaths):
             reason=reason,
         )
 
-    async def requeue(self, queue: Queue, message_id: str, delay_seconds: int) -> Message | None:
-        """errored/canceled -> pending (or invisible for a delay), attempts reset."""
+    async def requeue(self, queue: Queue, message_id: str, terms: Respawn) -> Message | None:
+        """errored/canceled -> pending (or invisible for a delay), attempts reset, expiring as
+        ``terms`` say."""
         return await self._transition(
-            _REQUEUE, queue, message_id, Event.REQUEUE, delay=delay_seconds
+            _REQUEUE, queue, message_id, Event.REQUEUE, **_respawn_params(terms)
         )
 
     async def update_message(
@@ -346,30 +365,60 @@ class MessageStore(StorePaths):
         queue: Queue,
         complete: Sequence[tuple[str, str | None]],
         fail: Sequence[tuple[str, str | None, str | None]],
-    ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    ) -> tuple[Acked, Acked]:
         """Complete every (id, lease_id) and fail every (id, lease_id, error) whose lease is
         current, all or nothing (one transaction; one statement when only one kind is given).
-        Returns the (id, lease_id) pairs completed and those failed."""
+        Returns the (id, lease_id) pairs completed and those failed, each with the seconds its
+        lease was held."""
         statements = acknowledgement(queue, complete, fail)
         if not statements:
-            return set(), set()
+            return {}, {}
         results = await self._driver_rows_together(statements)
-        changed = [{(r.id, r.lease_id) for r in rows} for rows in results]
+        changed = [{(r.id, r.lease_id): r.held_seconds for r in rows} for rows in results]
         return acknowledged(changed, complete, fail)
 
     @retry_transient
     async def requeue_many(
-        self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
+        self,
+        queue: Queue,
+        states: Sequence[State],
+        ids: Sequence[str] | None,
+        limit: int,
+        terms: Respawn,
     ) -> int:
-        """Requeue up to ``limit`` dead letters in ``states`` (optionally only ``ids``)."""
-        allowed = set(allowed_from(Event.REQUEUE))
-        params = {
-            **queue_params(queue),
-            "states": [str(s) for s in states if str(s) in allowed],
-            "ids": list(ids) if ids is not None else None,
-            "limit": limit,
-            "delay": 0,
-        }
+        """Requeue up to ``limit`` dead letters in ``states`` (optionally only ``ids``), oldest
+        finished first, expiring as ``terms`` say."""
+        params = {**_dead_letters_params(queue, states, ids, limit), **_respawn_params(terms)}
         async with self._transaction() as conn:
             result = await conn.execute(transitions.MESSAGES_REQUEUE_DEAD_LETTERS, params)
             return len(result.all())
+
+    @retry_transient
+    async def delete_dead_letters(
+        self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
+    ) -> int:
+        """Delete up to ``limit`` dead letters in ``states`` (optionally only ``ids``), oldest
+        finished first: the ones :meth:`requeue_many` would take. Returns how many."""
+        params = _dead_letters_params(queue, states, ids, limit)
+        async with self._transaction() as conn:
+            result = await conn.execute(transitions.MESSAGES_DELETE_DEAD_LETTERS, params)
+            return len(result.all())
+
+
+def _respawn_params(terms: Respawn) -> dict[str, Any]:
+    """The parameters of a requeue's new life (``_REQUEUE_SET``)."""
+    return {"delay": terms.delay_seconds, "ttl": terms.ttl_seconds, "expires_at": terms.expires_at}
+
+
+def _dead_letters_params(
+    queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
+) -> dict[str, Any]:
+    """The parameters of the bulk dead-letter statements: ``states`` kept to those a requeue
+    may start from (the dead-letter states), whatever the caller passed."""
+    allowed = set(allowed_from(Event.REQUEUE))
+    return {
+        **queue_params(queue),
+        "states": [str(s) for s in states if str(s) in allowed],
+        "ids": list(ids) if ids is not None else None,
+        "limit": limit,
+    }

@@ -316,7 +316,7 @@ class NamespaceMover:
         self, src: psycopg.AsyncConnection[Any], dst: psycopg.AsyncConnection[Any], ns: str
     ) -> None:
         """Within the callers' transactions: make the target's queues and tokens of ``ns`` the
-        source's (same ids), and its description."""
+        source's (same ids), its topics and their subscriptions, and its description."""
         params = {"namespace": ns}
         row = await (await src.execute(sql.NAMESPACE_ROW, params)).fetchone()
         if row is not None:
@@ -329,6 +329,37 @@ class NamespaceMover:
         for token in issued:
             await dst.execute(sql.TOKEN_UPSERT, token)
         await dst.execute(sql.TOKENS_DELETE_OTHERS, {**params, "ids": [t["id"] for t in issued]})
+        await self._sync_topics(src, dst, ns)
+        await self._sync_periodic(src, dst, ns)
+
+    @staticmethod
+    async def _sync_topics(
+        src: psycopg.AsyncConnection[Any], dst: psycopg.AsyncConnection[Any], ns: str
+    ) -> None:
+        """Within the callers' transactions, after the queues: make the target's topics of
+        ``ns`` and their subscriptions the source's."""
+        params = {"namespace": ns}
+        found = await (await src.execute(sql.TOPICS_OF, params)).fetchall()
+        for topic in found:
+            await dst.execute(sql.TOPIC_UPSERT, topic)
+        names = [t["name"] for t in found]
+        await dst.execute(sql.TOPICS_DELETE_OTHERS, {**params, "names": names})
+        await dst.execute(sql.SUBSCRIPTIONS_DELETE, params)
+        for subscription in await (await src.execute(sql.SUBSCRIPTIONS_OF, params)).fetchall():
+            await dst.execute(sql.SUBSCRIPTION_INSERT, subscription)
+
+    @staticmethod
+    async def _sync_periodic(
+        src: psycopg.AsyncConnection[Any], dst: psycopg.AsyncConnection[Any], ns: str
+    ) -> None:
+        """Within the callers' transactions: make the target's periodic jobs of ``ns`` the
+        source's, with their next runs."""
+        params = {"namespace": ns}
+        found = await (await src.execute(sql.PERIODIC_JOBS_OF, params)).fetchall()
+        for job in found:
+            await dst.execute(sql.PERIODIC_JOB_UPSERT, job)
+        names = [j["name"] for j in found]
+        await dst.execute(sql.PERIODIC_JOBS_DELETE_OTHERS, {**params, "names": names})
 
     async def _clean_up_source(self, src: psycopg.AsyncConnection[Any], ns: str) -> None:
         """Stop logging, then delete the copy left behind in batches (its history stays)."""

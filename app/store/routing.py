@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.core.dead_letters import Respawn
 from app.core.errors import (
     ConflictError,
     NamespaceMovingError,
@@ -41,6 +42,7 @@ from app.core.models import (
     DEFAULT_POOL,
     AccessKey,
     EnqueueOutcome,
+    FilterValue,
     LeasedMessage,
     Message,
     MessageChanges,
@@ -52,8 +54,10 @@ from app.core.models import (
     QueueConfig,
     Token,
 )
-from app.core.ports import GuardState, NewRow
+from app.core.periodic import PeriodicJob, PeriodicSpec
+from app.core.ports import Acked, GuardState, LeaseRefusal, NewRow
 from app.core.states import State
+from app.core.topics import TagFilter, Topic
 from app.store.errors import raise_translated
 from app.store.postgres import PostgresStore
 from app.store.sql import pools as sql
@@ -313,11 +317,12 @@ class PooledStore:
         secret_hash: bytes,
         expires_at: datetime | None,
         access_key: tuple[str, bytes] | None = None,
+        limits: Mapping[str, float | None] | None = None,
     ) -> Token:
         return await self._at(
             namespace,
             lambda s: s.insert_token(
-                namespace, token_id, label, secret_hash, expires_at, access_key
+                namespace, token_id, label, secret_hash, expires_at, access_key, limits
             ),
             fresh=True,
         )
@@ -329,6 +334,23 @@ class PooledStore:
         return await self._at(
             namespace, lambda s: s.delete_token(namespace, token_id), bool, fresh=True
         )
+
+    async def update_token_limits(
+        self, namespace: str, token_id: str, limits: Mapping[str, float | None]
+    ) -> Token | None:
+        return await self._at(
+            namespace,
+            lambda s: s.update_token_limits(namespace, token_id, limits),
+            lambda t: t is not None,
+            fresh=True,
+        )
+
+    async def hit_token_rate(self, namespace: str, token_id: str, kind: str) -> float | None:
+        """Counted where the request's token was found (the namespace's pool)."""
+        store = self._single or _acting.get()
+        if store is not None:
+            return await store.hit_token_rate(namespace, token_id, kind)
+        return await self._at(namespace, lambda s: s.hit_token_rate(namespace, token_id, kind))
 
     async def find_token(self, secret_hash: bytes, namespace: str | None = None) -> Token | None:
         """The token, looked for in ``namespace``'s pool; without a namespace, in every pool."""
@@ -414,16 +436,31 @@ class PooledStore:
 
     # --- messages: the pool the queue was read from ---------------------------------------------
 
-    def enqueue(self, queue: Queue, rows: Sequence[NewRow]) -> Call[list[EnqueueOutcome]]:
-        return self._of(queue).enqueue(queue, rows)
+    def enqueue(
+        self, queue: Queue, rows: Sequence[NewRow], replace: bool = False
+    ) -> Call[list[EnqueueOutcome]]:
+        return self._of(queue).enqueue(queue, rows, replace)
+
+    def lease_message(
+        self, queue: Queue, message_id: str, lease_seconds: int | None
+    ) -> Call[LeasedMessage | LeaseRefusal | None]:
+        return self._of(queue).lease_message(queue, message_id, lease_seconds)
 
     def dequeue(
-        self, queue: Queue, count: int, lease_seconds: int | None, metadata: Mapping[str, str]
+        self,
+        queue: Queue,
+        count: int,
+        lease_seconds: int | None,
+        metadata: Mapping[str, FilterValue],
     ) -> Call[list[LeasedMessage]]:
         return self._of(queue).dequeue(queue, count, lease_seconds, metadata)
 
     def next_due_in(self, queue: Queue) -> Call[float | None]:
         return self._of(queue).next_due_in(queue)
+
+    def next_due_in_any(self, queues: Sequence[Queue]) -> Call[float | None]:
+        # Queues of one namespace: one pool (a consumer of several queues names one namespace).
+        return self._of(queues[0]).next_due_in_any(queues)
 
     def get_message(self, queue: Queue, message_id: str) -> Call[Message | None]:
         return self._of(queue).get_message(queue, message_id)
@@ -467,8 +504,8 @@ class PooledStore:
     ) -> Call[Message | None]:
         return self._of(queue).cancel(queue, message_id, lease_id, force, reason)
 
-    def requeue(self, queue: Queue, message_id: str, delay_seconds: int) -> Call[Message | None]:
-        return self._of(queue).requeue(queue, message_id, delay_seconds)
+    def requeue(self, queue: Queue, message_id: str, terms: Respawn) -> Call[Message | None]:
+        return self._of(queue).requeue(queue, message_id, terms)
 
     def update_message(
         self, queue: Queue, message_id: str, changes: MessageChanges
@@ -483,7 +520,7 @@ class PooledStore:
         queue: Queue,
         complete: Sequence[tuple[str, str | None]],
         fail: Sequence[tuple[str, str | None, str | None]],
-    ) -> Call[tuple[set[tuple[str, str]], set[tuple[str, str]]]]:
+    ) -> Call[tuple[Acked, Acked]]:
         return self._of(queue).acknowledge(queue, complete, fail)
 
     def acknowledge_and_claim(
@@ -492,13 +529,90 @@ class PooledStore:
         complete: Sequence[tuple[str, str | None]],
         fail: Sequence[tuple[str, str | None, str | None]],
         claim: NextLease,
-    ) -> Call[tuple[set[tuple[str, str]], set[tuple[str, str]], list[LeasedMessage]]]:
+    ) -> Call[tuple[Acked, Acked, list[LeasedMessage]]]:
         return self._of(queue).acknowledge_and_claim(queue, complete, fail, claim)
 
     def requeue_many(
+        self,
+        queue: Queue,
+        states: Sequence[State],
+        ids: Sequence[str] | None,
+        limit: int,
+        terms: Respawn,
+    ) -> Call[int]:
+        return self._of(queue).requeue_many(queue, states, ids, limit, terms)
+
+    def delete_dead_letters(
         self, queue: Queue, states: Sequence[State], ids: Sequence[str] | None, limit: int
     ) -> Call[int]:
-        return self._of(queue).requeue_many(queue, states, ids, limit)
+        return self._of(queue).delete_dead_letters(queue, states, ids, limit)
 
     def query(self, queue: Queue, spec: MessageFilter) -> Call[MessagePage]:
         return self._of(queue).query(queue, spec)
+
+    # --- topics: the pool that holds their namespace --------------------------------------------
+
+    async def get_topic(self, namespace: str, name: str) -> Topic | None:
+        return await self._at(
+            namespace, lambda s: s.get_topic(namespace, name), lambda t: t is not None
+        )
+
+    async def list_topics(self, namespace: str) -> list[Topic]:
+        return await self._at(namespace, lambda s: s.list_topics(namespace))
+
+    async def put_topic(
+        self, namespace: str, name: str, subscriptions: Sequence[tuple[Queue, TagFilter | None]]
+    ) -> tuple[Topic, bool]:
+        return await self._at(namespace, lambda s: s.put_topic(namespace, name, subscriptions))
+
+    async def subscribe(
+        self, namespace: str, topic: str, queue: Queue, tags: TagFilter | None
+    ) -> tuple[Topic, bool]:
+        return await self._of(queue).subscribe(namespace, topic, queue, tags)
+
+    async def unsubscribe(self, namespace: str, topic: str, queue: Queue) -> bool:
+        return await self._of(queue).unsubscribe(namespace, topic, queue)
+
+    async def delete_topic(self, namespace: str, name: str) -> bool:
+        return await self._at(namespace, lambda s: s.delete_topic(namespace, name), bool)
+
+    async def publish(
+        self, topic: Topic, targets: Sequence[tuple[Queue, Sequence[NewRow]]]
+    ) -> list[list[EnqueueOutcome]]:
+        """On the pool the topic's queues were read from (a namespace is on one pool)."""
+        return await self._of(targets[0][0]).publish(topic, targets)
+
+    # --- periodic jobs: the pool that holds their namespace ---------------------------------------
+
+    async def put_periodic_job(
+        self,
+        namespace: str,
+        name: str,
+        spec: PeriodicSpec,
+        expected_updated_at: datetime | None = None,
+    ) -> tuple[PeriodicJob, bool] | None:
+        return await self._at(
+            namespace,
+            lambda s: s.put_periodic_job(namespace, name, spec, expected_updated_at),
+            lambda put: put is not None,
+        )
+
+    async def get_periodic_job(self, namespace: str, name: str) -> PeriodicJob | None:
+        return await self._at(
+            namespace, lambda s: s.get_periodic_job(namespace, name), lambda j: j is not None
+        )
+
+    async def list_periodic_jobs(
+        self, namespace: str, queue: str | None = None
+    ) -> list[PeriodicJob]:
+        return await self._at(namespace, lambda s: s.list_periodic_jobs(namespace, queue))
+
+    async def delete_periodic_job(self, namespace: str, name: str) -> bool:
+        return await self._at(namespace, lambda s: s.delete_periodic_job(namespace, name), bool)
+
+    async def trigger_periodic_job(
+        self, namespace: str, name: str
+    ) -> tuple[bool, str | None, str | None]:
+        return await self._at(
+            namespace, lambda s: s.trigger_periodic_job(namespace, name), lambda r: r[0]
+        )

@@ -25,6 +25,7 @@ def queue_from_row(row: RowMapping, pool: str = DEFAULT_POOL) -> Queue:
             kind=row["kind"],
             exclusive_key=row["exclusive_key"],
             filter_key=row["filter_key"],
+            ordering=row["ordering"],
             lease_seconds=row["lease_seconds"],
             delay_seconds=row["delay_seconds"],
             max_attempts=row["max_attempts"],
@@ -63,6 +64,7 @@ def message_from_row(row: RowMapping | Mapping[str, Any]) -> Message:
         updated_at=row["updated_at"],
         finished_at=row["finished_at"],
         last_error=row["last_error"],
+        leased_at=row.get("leased_at"),
     )
 
 

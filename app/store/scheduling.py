@@ -12,3 +12,5 @@ from app.store.maintenance import analyze_if_stale as analyze_if_stale
 from app.store.maintenance import archive_finished as archive_finished
 from app.store.maintenance import prune_listeners as prune_listeners
 from app.store.maintenance import tick as tick
+from app.store.retention import forget_idle_token_rates as forget_idle_token_rates
+from app.store.retention import prune_history as prune_history

@@ -23,6 +23,7 @@ def _queue(row: dict[str, Any]) -> QueueDepth:
         invisible=int(row["invisible"]),
         pending=int(row["pending"]),
         running=int(row["running"]),
+        errored=int(row["errored"]),
         oldest_pending_age=None if age is None else float(age),
         queue_id=int(row["id"]),
     )

@@ -65,6 +65,11 @@ tokens = sa.Table(
     sa.CheckConstraint(
         "(access_key_id IS NULL) = (sealed_secret IS NULL)", name="tokens_access_key_check"
     ),
+    # Per-token rate limits (migration 0018): requests per second of each kind, NULL: none.
+    sa.Column("read_rate", sa.Double),
+    sa.Column("write_rate", sa.Double),
+    sa.CheckConstraint("read_rate > 0", name="tokens_read_rate_check"),
+    sa.CheckConstraint("write_rate > 0", name="tokens_write_rate_check"),
 )
 
 queues = sa.Table(
@@ -82,6 +87,9 @@ queues = sa.Table(
     sa.Column("exclusive_key", sa.Text),
     # The metadata key whose value is indexed for filtered dequeues (messages.filter_value).
     sa.Column("filter_key", sa.Text),
+    # The claim's order (migration 0017): 'priority' (priority, then enqueue order) or 'due'
+    # (visible_at first, then priority, then enqueue order).
+    sa.Column("ordering", sa.Text, nullable=False, server_default="priority"),
     sa.Column("lease_seconds", sa.Integer, nullable=False),
     sa.Column("delay_seconds", sa.Integer, nullable=False),
     sa.Column("max_attempts", sa.Integer, nullable=False),
@@ -105,6 +113,7 @@ queues = sa.Table(
         "dead_letter_queue IS DISTINCT FROM name", name="queues_dead_letter_queue_check"
     ),
     sa.CheckConstraint("kind IN ('simple', 'exclusive')", name="queues_kind_check"),
+    sa.CheckConstraint("ordering IN ('priority', 'due')", name="queues_ordering_check"),
     sa.CheckConstraint(
         "(kind = 'exclusive') = (exclusive_key IS NOT NULL)", name="queues_exclusive_key_check"
     ),
@@ -193,11 +202,14 @@ messages = sa.Table(
     ),
     # Listings: newest first within a queue.
     sa.Index("messages_queue_seq_idx", "queue_id", "seq"),
-    # A queue's oldest pending message: the first entry of its range (migration 0010).
+    # A queue's oldest pending message: the first entry of its range (migration 0010); and the
+    # claim of a queue with ordering 'due', which walks it in order (migration 0017).
     sa.Index(
         "messages_pending_visible_idx",
         "queue_id",
         "visible_at",
+        "priority",
+        "seq",
         postgresql_where=sa.text("state = 'pending'"),
     ),
 )
@@ -269,6 +281,20 @@ queue_listeners = sa.Table(
     ),
     sa.Column("listener_pid", sa.Integer, primary_key=True),
     sa.Column("since", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    prefixes=["UNLOGGED"],
+)
+
+# The counts of the per-token rate limits (migration 0018, app/store/sql/token_limits.py): each
+# limited token's theoretical arrival time per kind of request (read, write), shared by every
+# server process. UNLOGGED: a crash only forgets the counts.
+token_rate_limits = sa.Table(
+    "token_rate_limits",
+    metadata,
+    sa.Column("token_id", pg.UUID(as_uuid=False), primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
+    sa.Column("tat", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("step", sa.Interval, nullable=False),
+    sa.Column("allowed", sa.Boolean, nullable=False),
     prefixes=["UNLOGGED"],
 )
 
@@ -430,4 +456,87 @@ namespace_move_changes = sa.Table(
     sa.Column("n", sa.BigInteger, sa.Identity(always=True), primary_key=True),
     sa.Column("queue_id", sa.BigInteger, nullable=False),
     sa.Column("id", sa.Text, nullable=False),
+)
+
+# Fan-out topics (migration 0016, docs/concepts.md "Topics"): a topic of a namespace and the
+# queues subscribed to it, each with an optional tag filter (metadata[tag_key] IN tags). Keyed
+# by names and queue ids, which a namespace keeps when it moves between pools.
+topics = sa.Table(
+    "topics",
+    metadata,
+    sa.Column(
+        "namespace",
+        sa.Text,
+        sa.ForeignKey("namespaces.name", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+)
+
+topic_subscriptions = sa.Table(
+    "topic_subscriptions",
+    metadata,
+    sa.Column("namespace", sa.Text, primary_key=True),
+    sa.Column("topic", sa.Text, primary_key=True),
+    sa.Column(
+        "queue_id",
+        sa.BigInteger,
+        sa.ForeignKey("queues.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("tag_key", sa.Text),
+    sa.Column("tags", pg.ARRAY(sa.Text)),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.ForeignKeyConstraint(
+        ["namespace", "topic"], ["topics.namespace", "topics.name"], ondelete="CASCADE"
+    ),
+    sa.CheckConstraint(
+        "(tag_key IS NULL) = (tags IS NULL)", name="topic_subscriptions_filter_check"
+    ),
+    sa.Index("topic_subscriptions_queue_idx", "queue_id"),
+)
+
+# Periodic (cron) jobs (migration 0015, docs/concepts.md "Periodic jobs"). The target queue is
+# named, not referenced: a job whose queue is missing skips its ticks (last_error says why).
+periodic_jobs = sa.Table(
+    "periodic_jobs",
+    metadata,
+    sa.Column(
+        "namespace",
+        sa.Text,
+        sa.ForeignKey("namespaces.name", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("queue", sa.Text, nullable=False),
+    sa.Column("schedule", sa.Text, nullable=False),
+    sa.Column("timezone", sa.Text, nullable=False, server_default="UTC"),
+    sa.Column("payload", pg.JSONB, nullable=False, server_default=sa.text("'null'::jsonb")),
+    sa.Column("metadata", pg.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    sa.Column("priority", sa.BigInteger),
+    sa.Column("ttl_seconds", sa.Integer),
+    sa.Column("max_attempts", sa.Integer),
+    sa.Column("lease_seconds", sa.Integer),
+    sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    # The tick the job fires next; the leader fires it once now() reaches it.
+    sa.Column("next_run_at", sa.DateTime(timezone=True), nullable=False),
+    # The tick of the last firing, the id of the message it enqueued, and why it enqueued none.
+    sa.Column("last_run_at", sa.DateTime(timezone=True)),
+    sa.Column("last_message_id", sa.Text),
+    sa.Column("last_error", sa.Text),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Column(
+        "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
+    sa.Index("periodic_jobs_due_idx", "next_run_at", postgresql_where=sa.text("NOT paused")),
 )

@@ -22,15 +22,14 @@ woken waiter that finds nothing parks again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from litestar.types import Receive
 
 from app.core import validation
-from app.core.models import LeasedMessage, Queue
+from app.core.models import FilterValue, LeasedMessage, Queue
 from app.core.service import QueueService
-from app.core.service.consuming import DequeuePlan
 from app.web.waiters import Waiter, WaiterRegistry
 
 
@@ -44,14 +43,15 @@ class WaitingDequeue(Protocol):
     @property
     def wait_seconds(self) -> int: ...
     @property
-    def metadata(self) -> dict[str, str]: ...
+    def metadata(self) -> Mapping[str, FilterValue]: ...
 
 
 DUE_RETRY_SECONDS = 0.05
 """How soon a request looks again when a delayed message is due but was not its to take."""
 
 
-async def _watch_disconnect(receive: Receive, waiter: Waiter) -> None:
+async def watch_disconnect(receive: Receive, waiter: Waiter) -> None:
+    """Close ``waiter`` when the client goes away (the request then leases nothing)."""
     while (await receive())["type"] != "http.disconnect":
         pass
     waiter.close()
@@ -62,14 +62,11 @@ def check_wait(request: WaitingDequeue, field: str = "wait_seconds") -> int:
     return validation.integer(field, request.wait_seconds, 0, validation.MAX_WAIT_SECONDS)
 
 
-async def _until_next_look(
-    service: QueueService, registry: WaiterRegistry, plan: DequeuePlan, remaining: float
-) -> float:
-    """How long to park: until the fallback timer, the deadline or the moment the queue's next
-    delayed message becomes visible, whichever comes first (a message already due that this
-    request did not take, another filter's, is promoted within a scheduler tick: look again
-    after :data:`DUE_RETRY_SECONDS`)."""
-    due = await service.next_due_in(plan)
+def park_seconds(registry: WaiterRegistry, due: float | None, remaining: float) -> float:
+    """How long to park: until the fallback timer, the deadline or ``due``, the moment the next
+    delayed message of the request's queues becomes visible, whichever comes first (a message
+    already due that this request did not take, another filter's, is promoted within a
+    scheduler tick: look again after :data:`DUE_RETRY_SECONDS`)."""
     wait = min(registry.fallback_seconds, remaining)
     if due is not None:
         wait = min(wait, due if due > 0 else DUE_RETRY_SECONDS)
@@ -107,27 +104,34 @@ async def dequeue(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     watcher: asyncio.Task[None] | None = None
+    leased: list[LeasedMessage] = []
+    hand_on = False  # wake the next waiter, once this request has left the queue's waiters
     with registry.subscribe(plan.queue.id) as waiter:
         try:
             while not waiter.closed:
                 leased = await service.dequeue_planned(plan)
                 remaining = deadline - loop.time()
-                if len(leased) == plan.count:
-                    registry.pass_on(plan.queue.id)  # more may be ready: wake the next
+                hand_on = len(leased) == plan.count  # more may be ready
                 if leased or remaining <= 0 or waiters_of(plan.queue) is not registry:
                     # (The last: its namespace moved to another pool, whose notifications the
                     # client's next long poll waits for.)
-                    return leased
+                    break
                 if await registry.before_park(plan.queue.id):
                     continue  # just registered: look once more before parking
                 if watcher is None and receive is not None:
-                    watcher = asyncio.create_task(_watch_disconnect(receive, waiter))
+                    watcher = asyncio.create_task(watch_disconnect(receive, waiter))
                 # Each look after waking checks that the queue is still as planned (paused,
                 # resumed, reconfigured or deleted meanwhile: see QueueService.dequeue_planned).
-                await waiter.wait(await _until_next_look(service, registry, plan, remaining))
-            if waiter.woken:
-                registry.pass_on(plan.queue.id)  # leaving without looking: another looks
-            return []
+                due = await service.next_due_in(plan)
+                await waiter.wait(park_seconds(registry, due, remaining))
+            else:
+                hand_on = waiter.woken  # leaving without looking: another looks
         finally:
             if watcher is not None:
                 watcher.cancel()
+    # Passed on while this request was still one of the queue's waiters, the wake-up could
+    # wake this request itself (the next in line when no other is parked) and be lost until
+    # the fallback timer.
+    if hand_on:
+        registry.pass_on(plan.queue.id)
+    return leased

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 log = logging.getLogger("sundial.waiters")
@@ -204,13 +204,42 @@ class WaiterRegistry:
             if not waiters:
                 self._by_queue.pop(queue_id, None)
 
+    @contextlib.contextmanager
+    def subscribe_many(self, queue_ids: Sequence[int]) -> Iterator[Waiter]:
+        """One waiter that a notification for any of ``queue_ids`` wakes, for the duration of
+        the block (a dequeue from several queues: :mod:`app.web.longpoll_many`).
+
+        It is one of the waiters of each of those queues: a notification of one of them may
+        wake it rather than another waiter of that queue, and one of them woken but yet to look
+        keeps the others' notifications from waking anyone else (it looks at every queue it
+        waits on). So a request of several queues passes a wake-up on to each of them
+        (:meth:`pass_on`) where one of a single queue passes it on to that queue, and does so
+        once it has left the block: passed on while it still waited there, the wake-up could
+        wake itself again.
+        """
+        waiter = Waiter(self._park_changed)
+        if self._closed:
+            waiter.close()
+        for queue_id in queue_ids:
+            self._by_queue.setdefault(queue_id, {})[waiter] = None
+        try:
+            yield waiter
+        finally:
+            for queue_id in queue_ids:
+                waiters = self._by_queue.get(queue_id)
+                if waiters is not None:
+                    waiters.pop(waiter, None)
+                    if not waiters:
+                        self._by_queue.pop(queue_id, None)
+
     def waiting(self, queue_id: int) -> int:
         """How many requests are parked waiting for ``queue_id`` now."""
         return sum(w.parked for w in self._by_queue.get(queue_id, ()))
 
     def waiting_anywhere(self) -> int:
-        """How many requests are parked now, over every queue (the waiters gauge)."""
-        return sum(w.parked for waiters in self._by_queue.values() for w in waiters)
+        """How many requests are parked now, over every queue (the waiters gauge); a request
+        waiting on several queues counts once."""
+        return len({w for waiters in self._by_queue.values() for w in waiters if w.parked})
 
     async def wait_for_waiting(self, queue_id: int, count: int) -> None:
         """Wait until at least ``count`` requests are parked on ``queue_id`` (for tests)."""

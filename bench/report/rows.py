@@ -165,6 +165,19 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
                         p99 <= 20,
                     )
                 )
+    if w.get("filter_or"):
+        b = w["filter_or"][0]
+        p99 = _med(b["runs"], "latency_ms", "dequeue", "p99")
+        if p99 is not None:
+            rows.append(
+                _dequeue_latency_row(
+                    f"6b'. filtered dequeue, OR over filter_key (2 values), {b['backlog']:,} "
+                    "pending",
+                    b["runs"],
+                    "p99 <= 20 ms",
+                    p99 <= 20,
+                )
+            )
     if w.get("exclusive"):
         b = w["exclusive"][0]
         p99 = _med(b["runs"], "latency_ms", "dequeue", "p99")

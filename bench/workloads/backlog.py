@@ -13,7 +13,7 @@ from bench.sizes import CLIENTS
 
 
 def process_backlog(
-    ctx: Ctx, name: str, qid: int, *, filters: list[dict[str, str]] | None = None
+    ctx: Ctx, name: str, qid: int, *, filters: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """``process_b1`` (each consumer with its filter, if any) over the prepared queue, once per
     run (``--runs``), a CHECKPOINT before each."""

@@ -27,6 +27,9 @@ from tests.api.extreme_values import (
     timestamps,
 )
 
+_RATES = st.one_of(ranged(0, 1_000_000), st.floats(allow_nan=False, allow_infinity=False))
+"""A token's rate limits: requests per second, or anything."""
+
 NS = "alpha"
 BASE = f"/v1/namespaces/{NS}/queues"
 QUEUES = {
@@ -126,7 +129,10 @@ dequeues = st.builds(
         count=ranged(1, v.MAX_BATCH_DEQUEUE),
         lease_seconds=leases,
         wait_seconds=st.sampled_from([0, -1, v.MAX_WAIT_SECONDS + 1, 2**63]),
-        metadata=metadata,
+        metadata=metadata
+        | st.dictionaries(
+            texts, texts | st.lists(texts, max_size=v.MAX_FILTER_VALUES + 1), max_size=3
+        ),
     ),
 )
 lease_operations = st.one_of(
@@ -154,7 +160,11 @@ lease_operations = st.one_of(
     ),
     st.builds(
         lambda body: Op("POST", "{message}/requeue", body, needs="dead"),
-        body_of(delay_seconds=delays),
+        body_of(
+            delay_seconds=delays,
+            ttl_seconds=ranged(1, v.MAX_RETENTION_SECONDS),
+            expires_at=timestamps,
+        ),
     ),
     st.builds(
         lambda completes, fails: Op(
@@ -182,6 +192,19 @@ lease_operations = st.one_of(
             ),
             ids=st.lists(st.just("{id}") | texts, max_size=3),
             limit=ranged(1, 100_000),
+            delay_seconds=delays,
+            ttl_seconds=ranged(1, v.MAX_RETENTION_SECONDS),
+            expires_at=timestamps,
+        ),
+    ),
+    st.builds(
+        lambda body: Op("POST", f"{BASE}/q/dead-letters/delete", body, needs="dead"),
+        body_of(
+            states=st.lists(
+                st.sampled_from(["errored", "canceled", "pending", ""]) | texts, max_size=3
+            ),
+            ids=st.lists(st.just("{id}") | texts, max_size=3),
+            limit=ranged(1, 100_000),
         ),
     ),
 )
@@ -192,7 +215,7 @@ admin_operations = st.one_of(
     ),
     st.builds(
         lambda body: Op("POST", f"/v1/namespaces/{NS}/tokens", body),
-        body_of(label=texts, expires_at=timestamps),
+        body_of(label=texts, expires_at=timestamps, read_rate=_RATES, write_rate=_RATES),
     ),
     st.builds(
         lambda name, body: Op("PUT", f"{BASE}/{name}", body),
@@ -201,6 +224,7 @@ admin_operations = st.one_of(
             kind=st.sampled_from(["simple", "exclusive", "fifo"]),
             exclusive_key=texts,
             filter_key=texts,
+            ordering=st.sampled_from(["priority", "due", "fifo"]) | texts,
             **_QUEUE_SETTINGS,
         ),
     ),

@@ -15,7 +15,7 @@ MESSAGE_FIELDS = {
 }  # fmt: skip
 LEASED_FIELDS = {
     "id", "lease_id", "lease_expires_at", "attempt", "priority", "payload", "metadata",
-    "enqueued_at",
+    "enqueued_at", "remaining_attempts", "expires_at", "ttl_remaining_seconds", "waited_seconds",
 }  # fmt: skip
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from tests.api.conftest import Caller, assert_error, namespace_caller
 
-TOKEN_FIELDS = {"id", "label", "created_at", "expires_at", "kind", "access_key_id"}
+TOKEN_FIELDS = {
+    "id",
+    "label",
+    "created_at",
+    "expires_at",
+    "kind",
+    "access_key_id",
+    "read_rate",
+    "write_rate",
+}
 
 
 async def test_create_list_delete_namespace(admin: Caller) -> None:

@@ -25,6 +25,7 @@ DATA_PLANE = [
     ("POST", Q + "/dequeue", {}),
     ("POST", Q + "/ack", {}),
     ("POST", Q + "/requeue", {}),
+    ("POST", Q + "/dead-letters/delete", {}),
     ("GET", Q + "/messages/m", None),
     ("PATCH", Q + "/messages/m", {}),
     ("DELETE", Q + "/messages/m", None),
@@ -33,6 +34,7 @@ DATA_PLANE = [
     ("POST", Q + "/messages/m/extend", {"lease_id": "x", "lease_seconds": 5}),
     ("POST", Q + "/messages/m/cancel", {}),
     ("POST", Q + "/messages/m/requeue", {}),
+    ("POST", "/v1/namespaces/{ns}/dequeue", {"queues": ["q"]}),
 ]
 
 ADMIN_PLANE = [

@@ -40,7 +40,7 @@ async def test_dequeue_validation_and_pause(alpha: Caller, queue: str) -> None:
         ({"wait_seconds": 21}, "wait_seconds"),
         ({"wait_seconds": -1}, "wait_seconds"),
         ({"wait_seconds": 0.5}, "wait_seconds"),
-        ({"metadata": {"k": ["v"]}}, "metadata"),
+        ({"metadata": {"k": [["v"]]}}, "metadata"),
         ({"metadata": "k=v"}, "metadata"),
         ({"bogus": True}, "bogus"),
     ]

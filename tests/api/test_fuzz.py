@@ -202,7 +202,14 @@ def test_an_oversized_body_gets_a_documented_413(fuzz_app: Data) -> None:
     body = b'{"padding": "' + b"x" * BODY_LIMIT + b'"}'
     undocumented = []
     for method, path in BODY_OPERATIONS:
-        url = path.format(ns="alpha", queue="simple", message_id="m0")
+        url = path.format(
+            ns="alpha",
+            queue="simple",
+            message_id="m0",
+            token_id="00000000-0000-4000-8000-000000000000",
+            topic="orders",
+            name="nightly",
+        )
         response = fuzz_app.request(method, url, data=body)
         assert response.status_code == 413, (method, url, response.text)
         assert response.json()["error"]["code"] == "payload_too_large"

@@ -237,6 +237,7 @@ BODIES: dict[str, Any] = {
     "POST /v1/namespaces/{ns}/queues/{queue}/dequeue": {},
     "POST /v1/namespaces/{ns}/queues/{queue}/ack": {"complete": [{"id": "m", "lease_id": UUID}]},
     "POST /v1/namespaces/{ns}/queues/{queue}/requeue": {},
+    "POST /v1/namespaces/{ns}/queues/{queue}/dead-letters/delete": {},
     "PATCH /v1/namespaces/{ns}/queues/{queue}/messages/{message_id}": {"priority": 1},
     "POST /v1/namespaces/{ns}/queues/{queue}/messages/{message_id}/complete": {"lease_id": UUID},
     "POST /v1/namespaces/{ns}/queues/{queue}/messages/{message_id}/fail": {"lease_id": UUID},

@@ -10,6 +10,7 @@ CONFIG = {
     "kind": "simple",
     "exclusive_key": None,
     "filter_key": None,
+    "ordering": "priority",
     "lease_seconds": 30,
     "delay_seconds": 0,
     "max_attempts": 3,

@@ -198,6 +198,7 @@ async def test_a_deleted_queue_leaves_the_next_scrape_and_one_made_again_starts_
         "sundial_queue_messages[('pool', 'default'), ('state', 'invisible')]": 0,
         "sundial_queue_messages[('pool', 'default'), ('state', 'pending')]": 1,
         "sundial_queue_messages[('pool', 'default'), ('state', 'running')]": 0,
+        "sundial_queue_dead_letters[('pool', 'default')]": 0,
     }
     assert not [labels for _, labels in again if metrics.QUEUE_ID in dict(labels)]
 

@@ -1,9 +1,10 @@
 """Every claim the store can run, as the driver path runs it, against checked-in copies.
 
 The claim is the hottest statement and the subtlest: a change to it must show in review as a
-diff of ``tests/store/golden/claim_*.sql``, one file per variant (simple or exclusive; without a
-filter, on the queue's filter key, with other pairs, or both) and count (1 and
-``MAX_BATCH_DEQUEUE``: the count is a literal of the text, and sizes the exclusive claim's window).
+diff of ``tests/store/golden/claim_*.sql``, one file per variant (simple or exclusive; ordering
+``priority`` or ``due``; without a filter, on the queue's filter key with one value or a list,
+with other pairs of one value or with lists, or both) and count (1 and ``MAX_BATCH_DEQUEUE``: the
+count is a literal of the text, and sizes the exclusive claim's window).
 
 After an intended change, regenerate the files and review their diff::
 
@@ -20,32 +21,41 @@ import pytest
 
 from app.core.validation import MAX_BATCH_DEQUEUE
 from app.store.dequeue import claim_sql
+from app.store.sql.claim import Match
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SUNDIAL_UPDATE_GOLDEN") == "1"
 
 COUNTS = (1, MAX_BATCH_DEQUEUE)
-FILTERS = {  # name -> (keyed, filtered)
+FILTERS: dict[str, tuple[Match, Match]] = {  # name -> (keyed, filtered)
     "unfiltered": (False, False),
     "keyed": (True, False),
     "filtered": (False, True),
     "keyed_filtered": (True, True),
+    "keyed_any": ("any", False),
+    "filtered_any": (False, "any"),
+    "keyed_any_filtered": ("any", True),
+    "keyed_filtered_any": (True, "any"),
+    "keyed_any_filtered_any": ("any", "any"),
 }
+ORDERINGS = {"": False, "due_": True}  # a file name's part -> due
 VARIANTS = [
-    (f"claim_{kind}_{name}_{count}.sql", kind == "exclusive", keyed, filtered, count)
-    for kind, (name, (keyed, filtered)), count in itertools.product(
-        ("simple", "exclusive"), FILTERS.items(), COUNTS
+    (f"claim_{kind}_{order}{name}_{count}.sql", kind == "exclusive", keyed, filtered, due, count)
+    for kind, (order, due), (name, (keyed, filtered)), count in itertools.product(
+        ("simple", "exclusive"), ORDERINGS.items(), FILTERS.items(), COUNTS
     )
 ]
 
 
 @pytest.mark.parametrize(
-    ("file", "exclusive", "keyed", "filtered", "count"), VARIANTS, ids=[v[0] for v in VARIANTS]
+    ("file", "exclusive", "keyed", "filtered", "due", "count"),
+    VARIANTS,
+    ids=[v[0] for v in VARIANTS],
 )
 def test_the_compiled_claim_is_the_golden_one(
-    file: str, exclusive: bool, keyed: bool, filtered: bool, count: int
+    file: str, exclusive: bool, keyed: Match, filtered: Match, due: bool, count: int
 ) -> None:
-    compiled = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered)
+    compiled = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered, due=due)
     golden = GOLDEN / file
     if UPDATE:
         golden.write_text(compiled)

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.models import NewMessage
 from app.core.service import QueueService
 from app.store.dequeue import claim_sql
+from app.store.sql.claim import Match
 from tests.helpers import execute, make_queue
 
 NS = "ns"
@@ -37,7 +38,11 @@ async def _fill(service: QueueService, engine: AsyncEngine, name: str, **config:
 
 
 @pytest.mark.parametrize("count", [1, 10])
-@pytest.mark.parametrize("keyed", [False, True], ids=["unfiltered", "on-filter-key"])
+@pytest.mark.parametrize(
+    ("keyed", "due"),
+    [(False, False), (True, False), ("any", False), (False, True)],
+    ids=["unfiltered", "on-filter-key", "any-of-filter-key", "due-ordered"],
+)
 @pytest.mark.parametrize("exclusive", [False, True], ids=["simple", "exclusive"])
 async def test_a_prepared_claim_keeps_its_generic_plan(
     service: QueueService,
@@ -45,17 +50,19 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
     postgres: Any,
     database_url: str,
     count: int,
-    keyed: bool,
+    keyed: Match,
+    due: bool,
     exclusive: bool,
 ) -> None:
-    config: dict[str, Any] = {"filter_key": "tenant"}
+    config: dict[str, Any] = {"filter_key": "tenant", "ordering": "due" if due else "priority"}
     if exclusive:
         config.update(kind="exclusive", exclusive_key="p")
     queue_id = await _fill(service, engine, "q", **config)
-    statement = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=False)
+    statement = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=False, due=due)
     params = {
         "queue_id": queue_id,
-        "filter_value": "t3" if keyed else None,
+        "filter_value": "t3" if keyed is True else None,
+        "filter_values": ["t3", "t5", "t7"] if keyed == "any" else None,
         "lease_override": None,
         "queue_lease": 30,
         "catalogue_version": None,  # unchecked (no request's lookups)
@@ -75,6 +82,18 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
     assert leased == 12 * count
     assert custom <= 5, f"replanned on every claim: {generic=}, {custom=}"
     assert generic >= 7
-    index = "messages_filter_pending_idx" if keyed else "messages_pending_idx"
+    index = (
+        "messages_filter_pending_idx"
+        if keyed
+        else "messages_pending_visible_idx"
+        if due
+        else "messages_pending_idx"
+    )
     assert f"Index Scan using {index} on messages" in plan
     assert "Seq Scan" not in plan
+    if keyed == "any":  # one walk of the index per value, each in order: nothing sorts them
+        assert "Nested Loop" in plan
+        assert "Function Scan on unnest wanted" in plan
+        walk = plan[plan.index("Function Scan on unnest wanted") :]
+        walk = walk[: walk.index("Index Scan using messages_filter_pending_idx")]
+        assert "Sort" not in walk, plan

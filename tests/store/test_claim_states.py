@@ -18,8 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import CLAIM, TRANSITIONS, Event, State
 from app.store.dequeue import claim_sql
+from app.store.sql.claim import Match
 
-VARIANTS = list(itertools.product([False, True], [False, True], [False, True], [1, 100]))
+MATCHES: list[Match] = [False, True, "any"]
+VARIANTS = list(itertools.product([False, True], MATCHES, MATCHES, [False, True], [1, 100]))
 STATE_LITERAL = re.compile(r"state = '(\w+)'")
 
 
@@ -29,11 +31,11 @@ def _source(sql: str, name: str) -> str:
     return found
 
 
-@pytest.mark.parametrize(("exclusive", "keyed", "filtered", "count"), VARIANTS)
+@pytest.mark.parametrize(("exclusive", "keyed", "filtered", "due", "count"), VARIANTS)
 def test_the_claim_reads_and_writes_the_states_of_its_transition(
-    exclusive: bool, keyed: bool, filtered: bool, count: int
+    exclusive: bool, keyed: Match, filtered: Match, due: bool, count: int
 ) -> None:
-    sql = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered)
+    sql = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered, due=due)
     ready, due = _source(sql, "ready"), _source(sql, "due")
     assert f"AND state = '{CLAIM.ready}'" in ready
     assert f"WHERE state = '{CLAIM.due}' AND visible_at <= now()" in due
@@ -67,6 +69,7 @@ async def _predicate(engine: AsyncEngine, index: str) -> str:
     [
         ("messages_pending_idx", CLAIM.ready),  # the ready source's walk
         ("messages_filter_pending_idx", CLAIM.ready),  # the keyed ready source's walk
+        ("messages_pending_visible_idx", CLAIM.ready),  # a due-ordered queue's walk
         ("messages_invisible_idx", CLAIM.due),  # the due source
         ("messages_running_exclusive_uidx", CLAIM.leased),  # one leased message per value
     ],

@@ -46,6 +46,10 @@ EXPECTED: dict[tuple[State, Event], set[State]] = {
     (INV, Event.UPDATE): {INV, PEN},
     (PEN, Event.UPDATE): {INV, PEN},
     (ERR, Event.REDRIVE): {CAN},  # a copy goes pending into the queue's dead_letter_queue
+    (PEN, Event.LEASE_BY_ID): {RUN},
+    (INV, Event.LEASE_BY_ID): {RUN},  # once due, as a dequeue
+    (INV, Event.REPLACE): {INV, PEN},
+    (PEN, Event.REPLACE): {INV, PEN},
 }
 
 ALL_PAIRS = list(itertools.product(State, Event))
@@ -72,6 +76,8 @@ def test_the_enums_are_the_products():
         "requeue",
         "update",
         "redrive",
+        "lease_by_id",
+        "replace",
     }
     assert frozenset({COM, CAN, ERR}) == TERMINAL_STATES
     assert frozenset({INV, PEN, RUN}) == LIVE_STATES
@@ -139,13 +145,15 @@ def test_completed_is_final():
 
 
 def test_no_transition_enters_a_state_the_spec_does_not_name():
-    # running is reached only by dequeue (and extend keeps it); completed only by complete.
+    # running is reached only by a lease (dequeue, or lease by id) and extend keeps it;
+    # completed only by complete.
+    leasing = (Event.DEQUEUE, Event.LEASE_BY_ID, Event.EXTEND)
     entering_running = {e for (s, e), to in EXPECTED.items() if RUN in to}
-    assert entering_running == {Event.DEQUEUE, Event.EXTEND}
+    assert entering_running == set(leasing)
     for event, by_state in TRANSITIONS.items():
         for state, to in by_state.items():
             if RUN in to:
-                assert event in (Event.DEQUEUE, Event.EXTEND), (state, event)
+                assert event in leasing, (state, event)
             if COM in to:
                 assert (state, event) == (RUN, Event.COMPLETE)
 

@@ -6,13 +6,25 @@ from __future__ import annotations
 
 from litestar.types import ControllerRouterHandler
 
-from app.api.routes import health, messages, namespaces, queues, tokens
+from app.api.routes import (
+    consuming,
+    health,
+    messages,
+    namespaces,
+    periodic,
+    queues,
+    tokens,
+    topics,
+)
 
 ROUTERS: list[ControllerRouterHandler] = [
     namespaces.router,
     tokens.router,
     queues.router,
     messages.router,
+    consuming.router,
+    topics.router,
+    periodic.router,
     *health.HANDLERS,
 ]
 

@@ -13,10 +13,12 @@ from app.api.auth import require_namespace
 from app.api.body import read
 from app.api.openapi import SECURITY, with_body
 from app.api.query import message_filter
-from app.api.schemas.consuming import Dequeue, DequeueOut
+from app.api.schemas.consuming import Dequeue, DequeueOut, LeaseById, LeasedOut
 from app.api.schemas.leases import Ack, AckOut, Complete, Extend, Fail
 from app.api.schemas.messages import (
     Cancel,
+    DeletedDeadLetters,
+    DeleteDeadLetters,
     MessageOut,
     MessagePageOut,
     MessagePatch,
@@ -42,7 +44,10 @@ _ORDER = "enqueued_at (newest first, the default) or priority (lowest first)"
 )
 async def enqueue(request: AnyRequest, ns: PathStr, queue: PathStr) -> EnqueueOut:
     """Enqueue 1-1000 messages, all or nothing. An id already in the queue is not enqueued
-    again: it is reported with `created: false` and its current state."""
+    again: it is reported with `created: false` and its current state; with `on_conflict:
+    replace`, its message is replaced while it still waits (`replaced: true`). With
+    `create_queue: true`, a queue that does not exist is created with the default
+    configuration first."""
     return await hot_calls.enqueue(runtime(request), ns, queue, await request.body())
 
 
@@ -104,12 +109,37 @@ async def ack(request: AnyRequest, ns: PathStr, queue: PathStr) -> AckOut:
     responses=error_specs(400, *_AUTH, 404, 413),
 )
 async def requeue_dead_letters(request: AnyRequest, ns: PathStr, queue: PathStr) -> Requeued:
-    """Send dead letters (errored or canceled) back to pending, attempts reset."""
+    """Send up to `limit` dead letters (errored or canceled), oldest finished first, back to
+    pending (or invisible for `delay_seconds`), attempts reset; they expire after `ttl_seconds`
+    or at `expires_at` (neither: never)."""
     body = await read(request, RequeueDeadLetters)
     count = await service(request).requeue_dead_letters(
-        ns, queue, body.states, body.ids, body.limit
+        ns,
+        queue,
+        body.states,
+        body.ids,
+        body.limit,
+        delay_seconds=body.delay_seconds,
+        ttl_seconds=body.ttl_seconds,
+        expires_at=body.expires_at,
     )
     return Requeued(count)
+
+
+@post(
+    "/dead-letters/delete",
+    status_code=200,
+    operation_class=with_body(DeleteDeadLetters),
+    responses=error_specs(400, *_AUTH, 404, 413),
+)
+async def delete_dead_letters(
+    request: AnyRequest, ns: PathStr, queue: PathStr
+) -> DeletedDeadLetters:
+    """Delete up to `limit` dead letters (errored or canceled), oldest finished first: the ones
+    `…/requeue` would take."""
+    body = await read(request, DeleteDeadLetters)
+    count = await service(request).delete_dead_letters(ns, queue, body.states, body.ids, body.limit)
+    return DeletedDeadLetters(count)
 
 
 @get(_ONE, responses=error_specs(*_AUTH, 404))
@@ -137,6 +167,27 @@ async def delete_message(
 ) -> None:
     """Remove a message in any state (a running lease becomes invalid)."""
     await service(request).delete_message(ns, queue, message_id)
+
+
+@post(
+    f"{_ONE}/lease",
+    status_code=200,
+    operation_class=with_body(LeaseById),
+    responses=error_specs(400, *_AUTH, 404, 409, 413),
+)
+async def lease_message(
+    request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
+) -> LeasedOut:
+    """Lease this message as a dequeue would, if it is ready (pending, or invisible and due, not
+    expired): the leased message, as a dequeue answers it. 409 `invalid_state` when it is not
+    ready, or its exclusive value is running; 409 `queue_paused` while the queue is
+    dequeue-paused."""
+    body = await read(request, LeaseById)
+    leased = await service(request).lease_message(
+        ns, queue, message_id, lease_seconds=body.lease_seconds
+    )
+    [answer] = DequeueOut.of([leased]).messages  # exactly a dequeue's item
+    return answer
 
 
 @post(
@@ -204,9 +255,18 @@ async def cancel(
 async def requeue(
     request: AnyRequest, ns: PathStr, queue: PathStr, message_id: PathStr
 ) -> MessageOut:
-    """Send an errored or canceled message back to the queue, attempts reset."""
+    """Send an errored or canceled message back to the queue, attempts reset; it expires after
+    `ttl_seconds` or at `expires_at` (neither: never)."""
     body = await read(request, Requeue)
-    return MessageOut.of(await service(request).requeue(ns, queue, message_id, body.delay_seconds))
+    requeued = await service(request).requeue(
+        ns,
+        queue,
+        message_id,
+        body.delay_seconds,
+        ttl_seconds=body.ttl_seconds,
+        expires_at=body.expires_at,
+    )
+    return MessageOut.of(requeued)
 
 
 router = Router(
@@ -217,8 +277,10 @@ router = Router(
         dequeue,
         ack,
         requeue_dead_letters,
+        delete_dead_letters,
         get_message,
         patch_message,
+        lease_message,
         delete_message,
         complete,
         fail,

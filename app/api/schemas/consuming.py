@@ -17,11 +17,19 @@ class Dequeue(In):
     count: int = 1
     lease_seconds: int | None = None
     wait_seconds: int = 0
-    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    metadata: dict[str, str | list[str]] = msgspec.field(default_factory=dict)
+    """Pairs that must all match; a list matches any of its values."""
 
     def next_lease(self) -> NextLease:
         """What to lease (without the wait), as the core asks for it."""
         return NextLease(self.count, self.lease_seconds, self.metadata)
+
+
+class LeaseById(In):
+    """``POST …/messages/{id}/lease``: the lease's length (default: the message's own
+    ``lease_seconds``, else the queue's)."""
+
+    lease_seconds: int | None = None
 
 
 class LeasedOut(Out):
@@ -35,6 +43,10 @@ class LeasedOut(Out):
     payload: Raw
     metadata: dict[str, str]
     enqueued_at: datetime
+    remaining_attempts: int
+    expires_at: datetime | None
+    ttl_remaining_seconds: float | None
+    waited_seconds: float
 
 
 class DequeueOut(Out):
@@ -56,6 +68,10 @@ class DequeueOut(Out):
                     Raw(m.payload),
                     m.metadata,
                     m.enqueued_at,
+                    m.remaining_attempts or 0,
+                    m.expires_at,
+                    m.ttl_remaining_seconds,
+                    m.waited_seconds or 0.0,
                 )
                 for m in leased
             ]

@@ -22,9 +22,12 @@ class Cancel(In):
 
 
 class Requeue(In):
-    """``POST …/messages/{id}/requeue``."""
+    """``POST …/messages/{id}/requeue``: visible after ``delay_seconds``; expiring
+    ``ttl_seconds`` after the requeue or at ``expires_at`` (neither: never)."""
 
     delay_seconds: int = 0
+    ttl_seconds: int | None = None
+    expires_at: datetime | None = None
 
 
 class MessagePatch(In):
@@ -101,11 +104,30 @@ class MessagePageOut(Out):
 
 
 class RequeueDeadLetters(In):
-    """``POST …/requeue``: send dead letters back, by state and optionally by id."""
+    """``POST …/requeue``: send dead letters back, by state and optionally by id, with the
+    terms of their new life (as ``…/messages/{id}/requeue``)."""
 
     states: list[str] = msgspec.field(default_factory=lambda: ["errored"])
     ids: list[str] | None = None
     limit: int = validation.MAX_QUERY_LIMIT
+    delay_seconds: int = 0
+    ttl_seconds: int | None = None
+    expires_at: datetime | None = None
+
+
+class DeleteDeadLetters(In):
+    """``POST …/dead-letters/delete``: delete dead letters, by state and optionally by id, the
+    ones ``…/requeue`` would take."""
+
+    states: list[str] = msgspec.field(default_factory=lambda: ["errored"])
+    ids: list[str] | None = None
+    limit: int = validation.MAX_QUERY_LIMIT
+
+
+class DeletedDeadLetters(Out):
+    """How many dead letters were deleted."""
+
+    deleted: int
 
 
 class Requeued(Out):

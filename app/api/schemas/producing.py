@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -42,9 +43,14 @@ class NewMessageIn(In):
 
 
 class Enqueue(In):
-    """``POST …/messages``: 1 to 1000 messages, all or nothing."""
+    """``POST …/messages``: 1 to 1000 messages, all or nothing. ``on_conflict``: what an id the
+    queue already holds gets: ``keep`` (the default: the message stays as it is) or ``replace``
+    (a message still waiting, invisible or pending, becomes the new one). ``create_queue``: a
+    queue that does not exist is made first, with the default configuration."""
 
     messages: list[NewMessageIn]
+    on_conflict: Literal["keep", "replace"] = "keep"
+    create_queue: bool = False
 
     def to_models(self) -> list[NewMessage]:
         """As the core's new messages."""
@@ -57,6 +63,9 @@ class EnqueuedOut(Out):
     id: str
     state: str
     created: bool
+    replaced: bool | UnsetType = UNSET
+    """Only in the answer to ``on_conflict: replace``: whether the waiting message of this id
+    was replaced."""
 
 
 class EnqueueOut(Out):
@@ -65,6 +74,8 @@ class EnqueueOut(Out):
     messages: list[EnqueuedOut]
 
     @classmethod
-    def of(cls, outcomes: list[EnqueueOutcome]) -> EnqueueOut:
-        """From the core's outcomes."""
+    def of(cls, outcomes: list[EnqueueOutcome], *, replace: bool = False) -> EnqueueOut:
+        """From the core's outcomes (``replace``: of an enqueue that replaces)."""
+        if replace:
+            return cls([EnqueuedOut(o.id, o.state, o.created, o.replaced) for o in outcomes])
         return cls([EnqueuedOut(o.id, o.state, o.created) for o in outcomes])

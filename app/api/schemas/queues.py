@@ -11,7 +11,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from app.api.schemas.common import In, Out
-from app.core.models import Queue, QueueConfig, QueueKind
+from app.core.models import Queue, QueueConfig, QueueKind, QueueOrdering
 from app.core.service.queues import QueueDetail
 from app.core.states import State
 
@@ -24,6 +24,7 @@ class QueuePut(In):
     kind: QueueKind = _DEFAULTS.kind
     exclusive_key: str | None = _DEFAULTS.exclusive_key
     filter_key: str | None = _DEFAULTS.filter_key
+    ordering: QueueOrdering = _DEFAULTS.ordering
     lease_seconds: int = _DEFAULTS.lease_seconds
     delay_seconds: int = _DEFAULTS.delay_seconds
     max_attempts: int = _DEFAULTS.max_attempts
@@ -40,12 +41,13 @@ class QueuePut(In):
 
 
 class QueuePatch(In):
-    """``PATCH …/queues/{queue}``: only the fields given change (``kind``, ``exclusive_key``
-    and ``filter_key`` are accepted here only to be refused with a clear error)."""
+    """``PATCH …/queues/{queue}``: only the fields given change (``kind``, ``exclusive_key``,
+    ``filter_key`` and ``ordering`` are accepted here only to be refused with a clear error)."""
 
     kind: str | UnsetType = UNSET
     exclusive_key: str | UnsetType | None = UNSET
     filter_key: str | UnsetType | None = UNSET
+    ordering: str | UnsetType = UNSET
     lease_seconds: int | UnsetType = UNSET
     delay_seconds: int | UnsetType = UNSET
     max_attempts: int | UnsetType = UNSET
@@ -73,6 +75,7 @@ class QueueOut(Out):
     kind: str
     exclusive_key: str | None
     filter_key: str | None
+    ordering: str
     lease_seconds: int
     delay_seconds: int
     max_attempts: int

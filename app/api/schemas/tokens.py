@@ -1,9 +1,11 @@
-"""The bodies of the token endpoints of a namespace (admin plane): issue, list."""
+"""The bodies of the token endpoints of a namespace (admin plane): issue, list, set limits."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
+
+from msgspec import UNSET, UnsetType
 
 from app.api.schemas.common import In, Out
 from app.core.models import IssuedToken, Token
@@ -17,6 +19,28 @@ class TokenIssue(In):
     kind: Literal["bearer", "sqs"] = "bearer"
     """``bearer``: a token presented as ``Authorization: Bearer``; ``sqs``: an SQS access key
     that signs requests to the SQS door (docs/sqs.md)."""
+    read_rate: float | None = None
+    """Read requests per second the token may make, across every server (null: no limit of its
+    own). Reads: dequeue, and every GET."""
+    write_rate: float | None = None
+    """Write requests per second the token may make, across every server (null: no limit of its
+    own). Writes: enqueue, ack, complete, fail, … every request that is not a read."""
+
+
+class TokenLimitsPatch(In):
+    """``PATCH /v1/namespaces/{ns}/tokens/{token_id}``: the limits given change (null: no limit),
+    the others stay."""
+
+    read_rate: float | UnsetType | None = UNSET
+    write_rate: float | UnsetType | None = UNSET
+
+    def to_changes(self) -> dict[str, float | None]:
+        """The fields that were given."""
+        return {
+            name: value
+            for name in self.__struct_fields__
+            if (value := getattr(self, name)) is not UNSET
+        }
 
 
 def _kind(token: Token) -> str:
@@ -32,6 +56,10 @@ class TokenOut(Out):
     expires_at: datetime | None
     kind: str
     access_key_id: str | None
+    read_rate: float | None
+    """Read requests per second the token may make (null: no limit of its own)."""
+    write_rate: float | None
+    """Write requests per second the token may make (null: no limit of its own)."""
 
     @classmethod
     def of(cls, token: Token) -> TokenOut:
@@ -43,6 +71,8 @@ class TokenOut(Out):
             token.expires_at,
             _kind(token),
             token.access_key_id,
+            token.read_rate,
+            token.write_rate,
         )
 
 
@@ -57,6 +87,8 @@ class IssuedTokenOut(Out):
     expires_at: datetime | None
     kind: str
     access_key_id: str | None
+    read_rate: float | None
+    write_rate: float | None
 
     @classmethod
     def of(cls, issued: IssuedToken) -> IssuedTokenOut:
@@ -70,6 +102,8 @@ class IssuedTokenOut(Out):
             token.expires_at,
             _kind(token),
             token.access_key_id,
+            token.read_rate,
+            token.write_rate,
         )
 
 

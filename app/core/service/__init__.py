@@ -13,9 +13,12 @@ module of this package:
 - :mod:`~app.core.service.queues`: creating, configuring, reading, purging and deleting queues;
 - :mod:`~app.core.service.producing`: enqueue;
 - :mod:`~app.core.service.consuming`: dequeue, planned once for a long poll;
+- :mod:`~app.core.service.consuming_many`: dequeue from several queues, in their order;
 - :mod:`~app.core.service.leases`: complete, fail, extend and the batch ack, fenced by a lease;
+- :mod:`~app.core.service.lease_by_id`: the lease of one message a consumer names;
 - :mod:`~app.core.service.messages`: reading, listing, changing, cancelling and requeueing
-  messages.
+  messages;
+- :mod:`~app.core.service.topics`: fan-out topics, their subscriptions and the publish.
 
 Their shared ground: :mod:`~app.core.service.base` (the store, limits and observer, and the
 lookups every operation starts from), :mod:`~app.core.service.catalogue_retry` (running an
@@ -31,16 +34,32 @@ from app.core import validation
 from app.core.ports import Store
 from app.core.sealing import Sealer
 from app.core.service.consuming import Consuming
+from app.core.service.consuming_many import ConsumingMany
+from app.core.service.lease_by_id import LeasingById
 from app.core.service.leases import Leases
 from app.core.service.messages import Messages
 from app.core.service.namespaces import Namespaces
 from app.core.service.observer import NoObserver, Observer
+from app.core.service.periodic import Periodic
 from app.core.service.producing import Producing
 from app.core.service.queues import Queues
 from app.core.service.tokens import Tokens
+from app.core.service.topics import Topics
 
 
-class QueueService(Tokens, Namespaces, Queues, Producing, Consuming, Leases, Messages):
+class QueueService(
+    Tokens,
+    Namespaces,
+    Queues,
+    Producing,
+    Consuming,
+    ConsumingMany,
+    Leases,
+    Messages,
+    Topics,
+    LeasingById,
+    Periodic,
+):
     """The operations of Sundial, over a :class:`Store`."""
 
     def __init__(

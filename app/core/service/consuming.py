@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from app.core import catalogue, validation
 from app.core.errors import CatalogueChangedError
-from app.core.models import LeasedMessage, Queue
+from app.core.models import FilterValue, LeasedMessage, Queue
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import replanned_if_catalogue_changed
+from app.core.service.observer import first_waits
 from app.core.states import Event
 
 
@@ -21,7 +22,7 @@ class DequeuePlan:
     queue: Queue
     count: int
     lease_seconds: int | None
-    metadata: dict[str, str]
+    metadata: dict[str, FilterValue]
 
 
 class Consuming(ServiceBase):
@@ -35,7 +36,7 @@ class Consuming(ServiceBase):
         *,
         count: int = 1,
         lease_seconds: int | None = None,
-        metadata: Mapping[str, str] | None = None,
+        metadata: Mapping[str, FilterValue] | None = None,
     ) -> DequeuePlan:
         """Validate a dequeue request and resolve its queue (a long poll plans once, then
         dequeues as often as it is woken). The plan's lookups are confirmed by the claim that
@@ -43,7 +44,7 @@ class Consuming(ServiceBase):
         validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
         if lease_seconds is not None:
             validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
-        wanted = validation.metadata("metadata", metadata or {})
+        wanted = validation.dequeue_filter("metadata", metadata or {})
         queue = await self.get_queue_or_404(namespace, queue_name)
         return DequeuePlan(queue, count, lease_seconds, wanted)
 
@@ -54,7 +55,7 @@ class Consuming(ServiceBase):
         *,
         count: int = 1,
         lease_seconds: int | None = None,
-        metadata: Mapping[str, str] | None = None,
+        metadata: Mapping[str, FilterValue] | None = None,
     ) -> list[LeasedMessage]:
         """Lease up to ``count`` visible messages; none while the queue is dequeue-paused.
         Both steps look up again when the catalogue changes under them."""
@@ -92,4 +93,5 @@ class Consuming(ServiceBase):
                 plan.queue = await self.get_queue_or_404(plan.queue.namespace, plan.queue.name)
         if leased:
             self.observer.transitioned(plan.queue, Event.DEQUEUE, len(leased))
+            self.observer.waited(plan.queue, first_waits(leased))
         return leased

@@ -10,9 +10,11 @@ from dataclasses import replace
 from app.core import validation
 from app.core.errors import LeaseMismatchError, NotFoundError, ValidationError
 from app.core.models import AckResult, LeasedMessage, LeaseRef, Message, NextLease, Queue
+from app.core.ports import Acked
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
 from app.core.service.identifiers import could_exist, lease_uuid
+from app.core.service.observer import first_waits, held
 from app.core.service.refusals import lease_refusal
 from app.core.states import Event, State
 
@@ -34,6 +36,7 @@ class Leases(ServiceBase):
         message = await self.store.complete(queue, message_id, lease)
         if message is not None:
             self.observer.transitioned(queue, Event.COMPLETE, 1)
+            self.observer.processed(queue, held(message))
             return message
         guard = await self.store.guard_state(queue, message_id)
         if guard is not None and guard.state is State.COMPLETED and guard.lease_id == lease:
@@ -73,6 +76,7 @@ class Leases(ServiceBase):
         )
         if message is not None:
             self.observer.transitioned(queue, Event.FAIL, 1)
+            self.observer.processed(queue, held(message))
             return message
         exists = await self.store.guard_state(queue, message_id) is not None
         raise lease_refusal(queue, message_id, exists)
@@ -122,12 +126,13 @@ class Leases(ServiceBase):
             validation.integer(
                 "dequeue.lease_seconds", then.lease_seconds, 1, validation.MAX_LEASE_SECONDS
             )
-        wanted = validation.metadata("dequeue.metadata", then.metadata)
+        wanted = validation.dequeue_filter("dequeue.metadata", then.metadata)
         queue = await self.get_queue_or_404(namespace, queue_name)
         claim = None if queue.config.dequeue_paused else replace(then, metadata=wanted)
         results, leased = await self._acknowledge(queue, complete, fail, claim)
         if leased:
             self.observer.transitioned(queue, Event.DEQUEUE, len(leased))
+            self.observer.waited(queue, first_waits(leased))
         return results, leased
 
     @staticmethod
@@ -164,6 +169,8 @@ class Leases(ServiceBase):
             )
         self.observer.transitioned(queue, Event.COMPLETE, len(completed))
         self.observer.transitioned(queue, Event.FAIL, len(failed))
+        ended = [*completed.values(), *failed.values()]
+        self.observer.processed(queue, [seconds for seconds in ended if seconds is not None])
         # Each item is judged by its own (id, lease) pair: a stale lease listed next to the
         # current one for the same id is refused, as fencing requires.
         refused = {i.id for i, lease in to_complete if (i.id, lease) not in completed}
@@ -190,7 +197,7 @@ class Leases(ServiceBase):
         )
 
         def result(
-            item: LeaseRef, lease: str | None, done: set[tuple[str, str]], *, completing: bool
+            item: LeaseRef, lease: str | None, done: Acked, *, completing: bool
         ) -> AckResult:
             if (item.id, lease) in done:
                 return AckResult(item.id, ok=True)

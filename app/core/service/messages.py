@@ -4,15 +4,16 @@ deleting one, cancelling a live one, and requeueing dead letters."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from app.core import validation
+from app.core import dead_letters, validation
 from app.core.errors import InvalidStateError, LeaseMismatchError, ValidationError
 from app.core.models import Message, MessageChanges, MessageFilter, MessagePage
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
 from app.core.service.identifiers import lease_uuid
 from app.core.service.refusals import message_not_found, state_refusal
-from app.core.states import DEAD_LETTER_STATES, TERMINAL_STATES, Event
+from app.core.states import TERMINAL_STATES, Event
 
 
 class Messages(ServiceBase):
@@ -82,12 +83,20 @@ class Messages(ServiceBase):
 
     @again_if_catalogue_changed
     async def requeue(
-        self, namespace: str, queue_name: str, message_id: str, delay_seconds: int = 0
+        self,
+        namespace: str,
+        queue_name: str,
+        message_id: str,
+        delay_seconds: int = 0,
+        *,
+        ttl_seconds: int | None = None,
+        expires_at: datetime | None = None,
     ) -> Message:
-        """Send a dead letter (errored or canceled) back to the queue with attempts reset."""
-        validation.integer("delay_seconds", delay_seconds, 0, validation.MAX_DELAY_SECONDS)
+        """Send a dead letter (errored or canceled) back to the queue with attempts reset; it
+        expires ``ttl_seconds`` after the requeue or at ``expires_at`` (neither: never)."""
+        terms = dead_letters.respawn(delay_seconds, ttl_seconds, expires_at)
         queue = await self._queue_with_message(namespace, queue_name, message_id)
-        message = await self.store.requeue(queue, message_id, delay_seconds)
+        message = await self.store.requeue(queue, message_id, terms)
         if message is not None:
             self.observer.transitioned(queue, Event.REQUEUE, 1)
             return message
@@ -100,23 +109,35 @@ class Messages(ServiceBase):
         queue_name: str,
         states: Sequence[str] = ("errored",),
         ids: Sequence[str] | None = None,
-        limit: int = validation.MAX_QUERY_LIMIT,
+        limit: int = dead_letters.DEFAULT_BULK_LIMIT,
+        *,
+        delay_seconds: int = 0,
+        ttl_seconds: int | None = None,
+        expires_at: datetime | None = None,
     ) -> int:
-        """Requeue many dead letters at once; returns how many."""
-        chosen = validation.states("states", states)
-        for index, state in enumerate(chosen):
-            if state not in DEAD_LETTER_STATES:
-                raise ValidationError(f"states[{index}]", "must be errored or canceled")
-        if ids is not None:
-            if len(ids) > validation.MAX_QUERY_LIMIT:
-                raise ValidationError("ids", f"at most {validation.MAX_QUERY_LIMIT} ids")
-            for index, message_id in enumerate(ids):
-                validation.message_id(f"ids[{index}]", message_id)
-        validation.integer("limit", limit, 1, 100_000)
+        """Requeue many dead letters at once, oldest finished first, as :meth:`requeue` does
+        one; returns how many."""
+        chosen = dead_letters.selection(states, ids, limit)
+        terms = dead_letters.respawn(delay_seconds, ttl_seconds, expires_at)
         queue = await self.get_queue_or_404(namespace, queue_name)
-        requeued = await self.store.requeue_many(queue, chosen, ids, limit)
+        requeued = await self.store.requeue_many(queue, chosen.states, chosen.ids, limit, terms)
         self.observer.transitioned(queue, Event.REQUEUE, requeued)
         return requeued
+
+    @again_if_catalogue_changed
+    async def delete_dead_letters(
+        self,
+        namespace: str,
+        queue_name: str,
+        states: Sequence[str] = ("errored",),
+        ids: Sequence[str] | None = None,
+        limit: int = dead_letters.DEFAULT_BULK_LIMIT,
+    ) -> int:
+        """Delete up to ``limit`` dead letters, the ones :meth:`requeue_dead_letters` would
+        take (oldest finished first); returns how many."""
+        chosen = dead_letters.selection(states, ids, limit)
+        queue = await self.get_queue_or_404(namespace, queue_name)
+        return await self.store.delete_dead_letters(queue, chosen.states, chosen.ids, limit)
 
     @again_if_catalogue_changed
     async def query_messages(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
-from app.core.models import Queue
+from app.core.models import LeasedMessage, Message, Queue
 from app.core.states import Event
 
 
@@ -18,6 +19,27 @@ class Observer(Protocol):
     def transitioned(self, queue: Queue, event: Event, count: int) -> None:
         """``event`` moved ``count`` messages of ``queue`` to another state."""
 
+    def waited(self, queue: Queue, seconds: Sequence[float]) -> None:
+        """Messages of ``queue`` got their first lease, each after waiting that many
+        ``seconds`` since it became ready (:attr:`LeasedMessage.waited_seconds`)."""
+
+    def processed(self, queue: Queue, seconds: Sequence[float]) -> None:
+        """Leases of ``queue`` were ended by their holder (complete or fail), each that many
+        ``seconds`` after it was granted."""
+
+
+def first_waits(leased: Sequence[LeasedMessage]) -> list[float]:
+    """How long each message of ``leased`` on its first attempt waited for its lease."""
+    return [m.waited_seconds for m in leased if m.attempt == 1 and m.waited_seconds is not None]
+
+
+def held(message: Message) -> list[float]:
+    """How long the lease that ``message``'s complete or fail just ended was held (empty when
+    its grant is unknown): from the grant to the change (its ``updated_at``)."""
+    if message.leased_at is None:
+        return []
+    return [max(0.0, (message.updated_at - message.leased_at).total_seconds())]
+
 
 class NoObserver:
     """The observer of a service nobody watches: it ignores everything."""
@@ -26,4 +48,10 @@ class NoObserver:
         pass
 
     def transitioned(self, queue: Queue, event: Event, count: int) -> None:
+        pass
+
+    def waited(self, queue: Queue, seconds: Sequence[float]) -> None:
+        pass
+
+    def processed(self, queue: Queue, seconds: Sequence[float]) -> None:
         pass

@@ -31,8 +31,8 @@ class Queues(ServiceBase):
     async def put_queue(self, namespace: str, name: str, config: QueueConfig) -> tuple[Queue, bool]:
         """Create a queue, or bring an existing one to ``config``; returns (queue, created).
 
-        ``kind``, ``exclusive_key`` and ``filter_key`` are fixed at creation: changing them is a
-        ConflictError.
+        ``kind``, ``exclusive_key``, ``filter_key`` and ``ordering`` are fixed at creation:
+        changing them is a ConflictError.
         """
         validation.name("queue", name)
         validation.queue_config(config)
@@ -44,15 +44,17 @@ class Queues(ServiceBase):
             return created, True
         existing = await self.get_queue_or_404(namespace, name)
         fixed = existing.config
-        if (fixed.kind, fixed.exclusive_key, fixed.filter_key) != (
+        if (fixed.kind, fixed.exclusive_key, fixed.filter_key, fixed.ordering) != (
             config.kind,
             config.exclusive_key,
             config.filter_key,
+            config.ordering,
         ):
             raise ConflictError(
                 f"queue {namespace}/{name} exists as {fixed.kind}"
-                f" (exclusive_key={fixed.exclusive_key!r}, filter_key={fixed.filter_key!r});"
-                " kind, exclusive_key and filter_key cannot change",
+                f" (exclusive_key={fixed.exclusive_key!r}, filter_key={fixed.filter_key!r},"
+                f" ordering={fixed.ordering!r});"
+                " kind, exclusive_key, filter_key and ordering cannot change",
                 queue=name,
             )
         if existing.config == config:

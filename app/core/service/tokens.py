@@ -12,9 +12,10 @@ import hmac
 import re
 import secrets
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 
-from app.core import validation
+from app.core import token_limits, validation
 from app.core.errors import NotFoundError, UnavailableError
 from app.core.models import IssuedToken, Principal, Token
 from app.core.sealing import Sealer
@@ -44,6 +45,17 @@ def is_access_key_id(value: str) -> bool:
     return _ACCESS_KEY_ID.fullmatch(value) is not None
 
 
+def _principal(token: Token) -> Principal:
+    """The caller a token makes, with its rate limits."""
+    return Principal(
+        is_admin=False,
+        namespace=token.namespace,
+        token_id=token.id,
+        read_rate=token.read_rate,
+        write_rate=token.write_rate,
+    )
+
+
 class Tokens(ServiceBase):
     """Authentication, and a namespace's tokens."""
 
@@ -62,27 +74,70 @@ class Tokens(ServiceBase):
         token = await self.store.find_token(hash_secret(secret), namespace)
         if token is None:
             return None
-        return Principal(is_admin=False, namespace=token.namespace, token_id=token.id)
+        return _principal(token)
 
     async def issue_token(
-        self, namespace: str, label: str = "", expires_at: datetime | None = None
+        self,
+        namespace: str,
+        label: str = "",
+        expires_at: datetime | None = None,
+        *,
+        read_rate: float | None = None,
+        write_rate: float | None = None,
     ) -> IssuedToken:
-        """Issue a namespace token; its secret is returned now and never again."""
+        """Issue a namespace token, with its own rate limits if given (requests per second;
+        :mod:`app.core.token_limits`); its secret is returned now and never again."""
+        limits = {
+            "read_rate": token_limits.rate("read_rate", read_rate),
+            "write_rate": token_limits.rate("write_rate", write_rate),
+        }
         await self._require_namespace(namespace)
         validation.text("label", label, 200)
         if expires_at is not None:
             validation.timestamp("expires_at", expires_at)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)  # is_namespace_token's shape
         token = await self.store.insert_token(
-            namespace, str(uuid.uuid4()), label, hash_secret(secret), expires_at
+            namespace, str(uuid.uuid4()), label, hash_secret(secret), expires_at, limits=limits
         )
         return IssuedToken(token=token, secret=secret)
 
+    async def set_token_limits(
+        self, namespace: str, token_id: str, changes: Mapping[str, object]
+    ) -> Token:
+        """Change a token's rate limits (``read_rate``, ``write_rate``: requests per second, or
+        None for no limit; a field left out stays). Applies to every request sent after this
+        returns, in every server process."""
+        limits = token_limits.changes(changes)
+        token = None
+        if lease_uuid(token_id) is not None and could_exist(validation.NAME_PATTERN, namespace):
+            token = await self.store.update_token_limits(namespace, token_id, limits)
+        if token is None:
+            raise NotFoundError(f"token {token_id!r} does not exist", token_id=token_id)
+        return token
+
+    async def count_request(self, principal: Principal, kind: token_limits.Kind) -> float | None:
+        """Count a request of ``kind`` of a token that has a limit of that kind, in every
+        process at once: None when allowed, else the seconds until it may be retried."""
+        if principal.namespace is None or principal.token_id is None:
+            return None
+        return await self.store.hit_token_rate(principal.namespace, principal.token_id, kind)
+
     async def issue_access_key(
-        self, namespace: str, label: str = "", expires_at: datetime | None = None
+        self,
+        namespace: str,
+        label: str = "",
+        expires_at: datetime | None = None,
+        *,
+        read_rate: float | None = None,
+        write_rate: float | None = None,
     ) -> IssuedToken:
-        """Issue an SQS access key (a token that signs requests: docs/sqs.md); its secret access
-        key is returned now and never again, and stored only sealed."""
+        """Issue an SQS access key (a token that signs requests: docs/sqs.md), with its own rate
+        limits if given; its secret access key is returned now and never again, and stored only
+        sealed."""
+        limits = {
+            "read_rate": token_limits.rate("read_rate", read_rate),
+            "write_rate": token_limits.rate("write_rate", write_rate),
+        }
         if self.sealer is None:
             raise UnavailableError(
                 "SQS access keys need a sealing secret: set SUNDIAL_SQS_SEALING_KEY (or an admin"
@@ -101,6 +156,7 @@ class Tokens(ServiceBase):
             hash_secret(secret),
             expires_at,
             (access_key_id, self.sealer.seal(access_key_id, secret)),
+            limits,
         )
         return IssuedToken(token=token, secret=secret)
 
@@ -115,8 +171,7 @@ class Tokens(ServiceBase):
         secret = self.sealer.open(access_key_id, key.sealed_secret)
         if secret is None:  # sealed under another sealing secret
             return None
-        token = key.token
-        return Principal(is_admin=False, namespace=token.namespace, token_id=token.id), secret
+        return _principal(key.token), secret
 
     async def list_tokens(self, namespace: str) -> list[Token]:
         """A namespace's tokens, without secrets."""

@@ -25,7 +25,7 @@ QUEUE_GET: Final[TextClause] = text(
 TOKEN_FIND_UNEXPIRED: Final[TextClause] = text(
     """
     SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at, t.access_key_id,
-           v.version AS catalogue_version, n.state AS namespace_state
+           t.read_rate, t.write_rate, v.version AS catalogue_version, n.state AS namespace_state
     FROM tokens t
     JOIN namespaces n ON n.name = t.namespace
     CROSS JOIN catalogue_version v
@@ -39,7 +39,8 @@ TOKEN_FIND_UNEXPIRED: Final[TextClause] = text(
 ACCESS_KEY_FIND_UNEXPIRED: Final[TextClause] = text(
     """
     SELECT t.id::text AS id, t.namespace, t.label, t.created_at, t.expires_at, t.access_key_id,
-           t.sealed_secret, v.version AS catalogue_version, n.state AS namespace_state
+           t.read_rate, t.write_rate, t.sealed_secret, v.version AS catalogue_version,
+           n.state AS namespace_state
     FROM tokens t
     JOIN namespaces n ON n.name = t.namespace
     CROSS JOIN catalogue_version v
@@ -57,12 +58,12 @@ NAMESPACE_IS_ACTIVE = "EXISTS (SELECT 1 FROM namespaces WHERE name = {} AND stat
 # A new queue, if its namespace exists and the name is free (else no row).
 QUEUE_INSERT_IF_NEW: Final[TextClause] = text(
     """
-    INSERT INTO queues (namespace, name, kind, exclusive_key, filter_key, lease_seconds,
+    INSERT INTO queues (namespace, name, kind, exclusive_key, filter_key, ordering, lease_seconds,
                         delay_seconds, max_attempts, retry_delay_seconds,
                         retry_delay_max_seconds, retention_seconds, enqueue_paused,
                         dequeue_paused, dead_letter_queue, sqs)
-    SELECT :namespace, :name, :kind, :exclusive_key, :filter_key, :lease_seconds, :delay_seconds,
-           :max_attempts, :retry_delay_seconds, :retry_delay_max_seconds,
+    SELECT :namespace, :name, :kind, :exclusive_key, :filter_key, :ordering, :lease_seconds,
+           :delay_seconds, :max_attempts, :retry_delay_seconds, :retry_delay_max_seconds,
            :retention_seconds, :enqueue_paused, :dequeue_paused, :dead_letter_queue,
            CAST(:sqs AS jsonb)
     WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = :namespace AND state = 'active')

@@ -7,7 +7,8 @@ from typing import Final
 
 from sqlalchemy import TextClause, text
 
-from app.store.sql.guards import CATALOGUE_IS_CURRENT
+from app.core.states import Event
+from app.store.sql.guards import CATALOGUE_IS_CURRENT, from_states
 from app.store.sql.listeners import SOMEONE_LISTENS
 
 # One statement for a whole batch: the rows come in as ``rows`` (in request order, ``ord``
@@ -53,7 +54,43 @@ _ROW_OF_ONE = """
 """
 
 
-def _enqueue(rows: str) -> TextClause:
+# What an insert does with an id the queue already holds:
+# - keep (the default): nothing; the id is reported with its current state (created = false);
+# - replace: a waiting message (Event.REPLACE's sources: invisible or pending, the guard
+#   evaluated on the row's newest version, which ON CONFLICT locks) takes the new row's
+#   priority, payload, metadata, exclusive and filter values, overrides, visible_at (and the
+#   state that follows from it) and expires_at; its id, seq (its place among equal priorities),
+#   enqueued_at, attempts and last_error stay. A running or finished message is left as it is,
+#   and the statement does not report it: the caller reads its state afterwards, at its newest
+#   (a state read in this statement's snapshot could be older than the one the guard saw).
+#   ``xmax = 0`` tells a row inserted here from one updated here.
+_KEEP = "ON CONFLICT (queue_id, id) DO NOTHING RETURNING id, state, seq, true AS created"
+_REPLACE = f"""
+        ON CONFLICT (queue_id, id) DO UPDATE
+        SET priority = EXCLUDED.priority, payload = EXCLUDED.payload,
+            metadata = EXCLUDED.metadata, exclusive_value = EXCLUDED.exclusive_value,
+            filter_value = EXCLUDED.filter_value, max_attempts = EXCLUDED.max_attempts,
+            lease_seconds = EXCLUDED.lease_seconds, visible_at = EXCLUDED.visible_at,
+            state = EXCLUDED.state, expires_at = EXCLUDED.expires_at, updated_at = now()
+        WHERE messages.state = ANY(CAST('{from_states(Event.REPLACE)}' AS message_state[]))
+        RETURNING id, state, seq, xmax = 0 AS created
+"""
+_EXISTING = """
+    existing AS (
+        -- The ids the insert found taken, with their states as of this statement's start. One
+        -- taken by a producer that committed after that start is not seen here: the caller
+        -- reads it afterwards.
+        SELECT m.id, m.state, m.seq FROM messages m
+        WHERE m.queue_id = CAST(:queue_id AS bigint)
+          AND m.id IN (SELECT id FROM rows EXCEPT ALL SELECT id FROM inserted)
+    ),"""
+_NO_EXISTING = """
+    existing AS (SELECT NULL::text AS id, NULL::message_state AS state, NULL::bigint AS seq
+                 WHERE false),"""
+
+
+def _enqueue(rows: str, replace: bool = False) -> TextClause:
+    conflict, existing = (_REPLACE, _NO_EXISTING) if replace else (_KEEP, _EXISTING)
     return text(
         f"""
     WITH rows AS ({rows}),
@@ -75,23 +112,14 @@ def _enqueue(rows: str) -> TextClause:
         FROM input
         WHERE {CATALOGUE_IS_CURRENT}
         ORDER BY ord
-        ON CONFLICT (queue_id, id) DO NOTHING
-        RETURNING id, state, seq
-    ),
-    existing AS (
-        -- The ids the insert found taken, with their states as of this statement's start. One
-        -- taken by a producer that committed after that start is not seen here: the caller
-        -- reads it afterwards.
-        SELECT m.id, m.state, m.seq FROM messages m
-        WHERE m.queue_id = CAST(:queue_id AS bigint)
-          AND m.id IN (SELECT id FROM rows EXCEPT ALL SELECT id FROM inserted)
-    ),
+        {conflict}
+    ),{existing}
     wake AS (
         SELECT pg_notify('sundial_ready', CAST(:queue_id AS text))
         WHERE EXISTS (SELECT 1 FROM inserted WHERE state = 'pending')
           AND {SOMEONE_LISTENS}
     )
-    SELECT id, state::text AS state, true AS created, seq FROM inserted
+    SELECT id, state::text AS state, created, seq FROM inserted
     UNION ALL
     SELECT id, state::text, false, seq FROM existing
     UNION ALL
@@ -102,3 +130,5 @@ def _enqueue(rows: str) -> TextClause:
 
 MESSAGES_ENQUEUE_IF_NEW: Final[TextClause] = _enqueue(_ROWS_OF_BATCH)
 MESSAGE_ENQUEUE_ONE_IF_NEW: Final[TextClause] = _enqueue(_ROW_OF_ONE)
+MESSAGES_ENQUEUE_OR_REPLACE: Final[TextClause] = _enqueue(_ROWS_OF_BATCH, replace=True)
+MESSAGE_ENQUEUE_ONE_OR_REPLACE: Final[TextClause] = _enqueue(_ROW_OF_ONE, replace=True)

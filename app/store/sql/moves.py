@@ -13,7 +13,14 @@ from typing import LiteralString
 from sqlalchemy import Table
 from sqlalchemy.dialects.postgresql import JSONB
 
-from app.store.tables import messages, queues, tokens
+from app.store.tables import (
+    messages,
+    periodic_jobs,
+    queues,
+    tokens,
+    topic_subscriptions,
+    topics,
+)
 
 
 def _columns(names: list[str]) -> LiteralString:
@@ -215,6 +222,58 @@ TOKEN_UPSERT: LiteralString = f"""
 
 TOKENS_DELETE_OTHERS: LiteralString = """
     DELETE FROM tokens WHERE namespace = %(namespace)s AND id <> ALL(CAST(%(ids)s AS uuid[]))
+"""
+
+# Topics and their subscriptions (migration 0016) travel with their namespace: keyed by names
+# and queue ids, which the move keeps. The target's subscriptions of the namespace are replaced
+# whole, after its queues (a subscription names one of them).
+TOPICS_OF: LiteralString = (
+    f"SELECT {_read_columns(topics)} FROM topics WHERE namespace = %(namespace)s ORDER BY name"
+)
+
+SUBSCRIPTIONS_OF: LiteralString = f"""
+    SELECT {_read_columns(topic_subscriptions)} FROM topic_subscriptions
+    WHERE namespace = %(namespace)s ORDER BY topic, queue_id
+"""
+
+TOPIC_UPSERT: LiteralString = f"""
+    INSERT INTO topics ({_columns([c.name for c in topics.c])})
+    VALUES ({_values(topics)})
+    ON CONFLICT (namespace, name) DO UPDATE SET
+    created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
+"""
+
+TOPICS_DELETE_OTHERS: LiteralString = """
+    DELETE FROM topics WHERE namespace = %(namespace)s AND name <> ALL(CAST(%(names)s AS text[]))
+"""
+
+SUBSCRIPTIONS_DELETE: LiteralString = (
+    "DELETE FROM topic_subscriptions WHERE namespace = %(namespace)s"
+)
+
+SUBSCRIPTION_INSERT: LiteralString = f"""
+    INSERT INTO topic_subscriptions ({_columns([c.name for c in topic_subscriptions.c])})
+    VALUES ({_values(topic_subscriptions)})
+"""
+
+# Periodic jobs (migration 0015) travel with their namespace, next_run_at included: only an
+# active namespace's jobs fire, so a job fires on the source until the freeze and on the target
+# from the flip, each tick once (the last copy is made under the freeze).
+PERIODIC_JOBS_OF: LiteralString = f"""
+    SELECT {_read_columns(periodic_jobs)} FROM periodic_jobs
+    WHERE namespace = %(namespace)s ORDER BY name
+"""
+
+PERIODIC_JOB_UPSERT: LiteralString = f"""
+    INSERT INTO periodic_jobs ({_columns([c.name for c in periodic_jobs.c])})
+    VALUES ({_values(periodic_jobs)})
+    ON CONFLICT (namespace, name) DO UPDATE SET
+    {", ".join(f"{c.name} = EXCLUDED.{c.name}" for c in periodic_jobs.c if not c.primary_key)}
+"""
+
+PERIODIC_JOBS_DELETE_OTHERS: LiteralString = """
+    DELETE FROM periodic_jobs
+    WHERE namespace = %(namespace)s AND name <> ALL(CAST(%(names)s AS text[]))
 """
 
 MESSAGES_DELETE_KEYS: LiteralString = """

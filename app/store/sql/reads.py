@@ -16,7 +16,7 @@ MESSAGE_COLUMNS_SQL = """
     coalesce(m.max_attempts, CAST(:queue_max_attempts AS integer)) AS max_attempts,
     coalesce(m.lease_seconds, CAST(:queue_lease AS integer)) AS lease_seconds,
     m.lease_id::text AS lease_id, m.lease_expires_at, m.visible_at, m.expires_at,
-    m.enqueued_at, m.updated_at, m.finished_at, m.last_error
+    m.enqueued_at, m.updated_at, m.finished_at, m.last_error, m.leased_at
 """
 
 MESSAGE_GET: Final[TextClause] = text(

@@ -21,20 +21,22 @@ from app.store.sql.reads import KEPT_COUNTS_SQL
 DATABASE_STATS: Final[TextClause] = text(
     f"""
     SELECT
-        -- Live messages per queue and state: the kept counts plus the deltas not folded yet,
+        -- Live messages per queue and state, and its dead letters (errored, kept until its
+        -- retention moves them to history): the kept counts plus the deltas not folded yet,
         -- read at this statement's snapshot (app/store/sql/reads.py, KEPT_COUNTS_SQL);
         -- the oldest pending message of each queue: one probe of messages_pending_visible_idx.
         (SELECT coalesce(json_agg(json_build_object(
                     'id', q.id, 'namespace', q.namespace, 'queue', q.name,
                     'invisible', coalesce(c.invisible, 0), 'pending', coalesce(c.pending, 0),
-                    'running', coalesce(c.running, 0),
+                    'running', coalesce(c.running, 0), 'errored', coalesce(c.errored, 0),
                     'oldest_pending_age', extract(epoch FROM now() - p.oldest))
                 ORDER BY q.namespace, q.name), '[]'::json)
          FROM queues q
          LEFT JOIN (SELECT queue_id,
                            sum(n) FILTER (WHERE state = 'invisible') AS invisible,
                            sum(n) FILTER (WHERE state = 'pending') AS pending,
-                           sum(n) FILTER (WHERE state = 'running') AS running
+                           sum(n) FILTER (WHERE state = 'running') AS running,
+                           sum(n) FILTER (WHERE state = 'errored') AS errored
                     FROM ({KEPT_COUNTS_SQL}) AS counted
                     GROUP BY queue_id) c ON c.queue_id = q.id
          LEFT JOIN LATERAL (SELECT min(m.visible_at) AS oldest FROM messages m

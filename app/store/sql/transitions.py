@@ -68,12 +68,15 @@ MESSAGE_CANCEL_IF_LIVE: Final[TextClause] = text(
     )
 )
 
-# A dead letter (errored or canceled) starts a new life: attempts reset, no lease, no expiry.
+# A dead letter (errored or canceled) starts a new life: attempts reset, no lease; it expires
+# at :expires_at, else :ttl seconds after the requeue, else never (both NULL: cleared).
 _REQUEUE_SET = """
     SET state = CASE WHEN CAST(:delay AS integer) > 0 THEN 'invisible'
                      ELSE 'pending' END::message_state,
         visible_at = now() + make_interval(secs => CAST(:delay AS integer)),
-        attempts = 0, lease_id = NULL, lease_expires_at = NULL, expires_at = NULL,
+        attempts = 0, lease_id = NULL, lease_expires_at = NULL,
+        expires_at = coalesce(CAST(:expires_at AS timestamptz),
+                              now() + make_interval(secs => CAST(:ttl AS integer))),
         finished_at = NULL, updated_at = now()
 """
 
@@ -88,11 +91,12 @@ MESSAGE_REQUEUE_IF_DEAD_LETTER: Final[TextClause] = text(
     )
 )
 
-# Bulk requeue of dead letters (in :states, which the caller keeps to dead-letter states), oldest
-# first, optionally restricted to ids.
-MESSAGES_REQUEUE_DEAD_LETTERS: Final[TextClause] = text(
-    waking(
-        before="""
+# The dead letters a bulk requeue or delete acts on: up to :limit of the queue's messages in
+# :states (which the caller keeps to dead-letter states), optionally only :ids, oldest finished
+# first. Each is locked, and a row another statement holds is passed over (SKIP LOCKED), so two
+# concurrent bulk operations never take the same message; a row changed since this statement's
+# snapshot is re-read at its newest version and taken only if still in :states.
+_DEAD_LETTERS_PICKED = """
         picked AS (
             SELECT id FROM messages
             WHERE queue_id = :queue_id AND state = ANY(CAST(:states AS message_state[]))
@@ -100,14 +104,33 @@ MESSAGES_REQUEUE_DEAD_LETTERS: Final[TextClause] = text(
             ORDER BY finished_at
             LIMIT :limit
             FOR UPDATE SKIP LOCKED
-        ),""",
+        ),"""
+
+# Bulk requeue of dead letters (see _DEAD_LETTERS_PICKED).
+MESSAGES_REQUEUE_DEAD_LETTERS: Final[TextClause] = text(
+    waking(
+        before=_DEAD_LETTERS_PICKED,
         change=f"""
         UPDATE messages m {_REQUEUE_SET}
         FROM picked
         WHERE m.queue_id = :queue_id AND m.id = picked.id
+          AND m.state = ANY(CAST(:states AS message_state[]))
         RETURNING m.state::text AS state
         """,
     )
+)
+
+# Bulk deletion of dead letters, the same ones a bulk requeue would take (_DEAD_LETTERS_PICKED).
+# Dead letters hold no lease and no exclusive value, and none becomes ready: nobody to wake.
+MESSAGES_DELETE_DEAD_LETTERS: Final[TextClause] = text(
+    f"""
+    WITH {_DEAD_LETTERS_PICKED.rstrip().rstrip(",")}
+    DELETE FROM messages m
+    USING picked
+    WHERE m.queue_id = :queue_id AND m.id = picked.id
+      AND m.state = ANY(CAST(:states AS message_state[]))
+    RETURNING m.id
+    """
 )
 
 # PATCH of a waiting message. Moving visible_at moves it between invisible and pending; in an
@@ -157,9 +180,14 @@ def _complete_many(returning: str) -> TextClause:
     )
 
 
-MESSAGES_COMPLETE_IF_LEASED: Final[TextClause] = _complete_many(
-    "m.id, m.lease_id::text AS lease_id, m.state::text AS state"
+# held_seconds: how long the lease was held (from its grant to now), for the processing-time
+# metric.
+_ACKED = (
+    "m.id, m.lease_id::text AS lease_id, m.state::text AS state,"
+    " extract(epoch FROM now() - m.leased_at)::float8 AS held_seconds"
 )
+
+MESSAGES_COMPLETE_IF_LEASED: Final[TextClause] = _complete_many(_ACKED)
 
 # The same, answering each completed message whole, as a single complete does: what concurrent
 # one-message completes of a queue run when they are joined (app/store/coalesce.py).
@@ -173,7 +201,7 @@ MESSAGES_FAIL_IF_LEASED: Final[TextClause] = text(
     WHERE m.queue_id = :queue_id AND m.id = a.id
       AND m.state = ANY(CAST(:from_states AS message_state[]))
       AND m.lease_id = a.lease_id AND m.lease_expires_at > now() AND {CATALOGUE_IS_CURRENT}
-    RETURNING m.id, m.lease_id::text AS lease_id, m.state::text AS state
+    RETURNING {_ACKED}
     """
     )
 )

@@ -64,4 +64,4 @@ FROM picked
 WHERE m.queue_id = %(queue_id)s AND m.id = picked.id AND sundial_catalogue_is(CAST(%(catalogue_version)s AS bigint), CAST(%(valid_until)s AS timestamptz))
 RETURNING m.id, m.lease_id::text AS lease_id, m.lease_expires_at, m.attempts, m.priority,
           m.seq, m.payload::text AS payload, m.metadata, m.enqueued_at, m.first_leased_at,
-          picked.scanned
+          picked.scanned, m.leased_at, m.visible_at, m.expires_at, m.max_attempts
