@@ -98,7 +98,9 @@ class StorePaths:
             raise_translated(error)
 
     @asynccontextmanager
-    async def _driver(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async def _driver(
+        self, *, pipelined: bool = False
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """The psycopg connection of a pooled connection, in autocommit, for the hot path.
 
         Enqueue, dequeue, batch ack and every single-message transition (complete, fail,
@@ -113,7 +115,8 @@ class StorePaths:
         replaced (:mod:`app.store.renewal`), so a restarted database costs one failed request,
         not one per pooled connection. A connection that reaches a standby counts as broken, and
         a commit its synchronous standby did not confirm is not acknowledged
-        (:mod:`app.store.connections`).
+        (:mod:`app.store.connections`). ``pipelined``: the block runs a pipeline, and an error
+        replaces its connection (see the comment below).
         """
         try:
             pooled = await self.engine.raw_connection()
@@ -130,8 +133,14 @@ class StorePaths:
             if view is not None and view.version is not None:
                 view.checked = True
         except psycopg.Error as error:
-            self._raise_catalogue_changed(error)
             broken = driver.broken or driver.closed or reaches_a_standby(error)
+            if pipelined and not broken:
+                # psycopg (3.3) counts the statements of a pipeline that an error aborted as
+                # prepared when it sent their PREPARE in it, though the server prepared none of
+                # them; on this connection they would then fail ("prepared statement _pg3_N
+                # does not exist") every time they ran. Only this connection is replaced.
+                await greenlet_spawn(pooled.invalidate, error)
+            self._raise_catalogue_changed(error)
             if broken:
                 await greenlet_spawn(renewal.discard, self.engine, pooled, error)
             raise_translated(error, connection_lost=broken)
@@ -165,7 +174,7 @@ class StorePaths:
         if len(statements) == 1:
             return [await self._driver_rows(*statements[0])]
         cursors: list[psycopg.AsyncCursor[Any]] = []
-        async with self._driver() as driver:
+        async with self._driver(pipelined=True) as driver:
             async with driver.pipeline():
                 for statement, params in statements:
                     cursor = driver.cursor(row_factory=namedtuple_row)
