@@ -247,6 +247,14 @@ BODIES: dict[str, Any] = {
     },
     "POST /v1/namespaces/{ns}/queues/{queue}/messages/{message_id}/cancel": {"force": True},
     "POST /v1/namespaces/{ns}/queues/{queue}/messages/{message_id}/requeue": {},
+    "POST /v1/namespaces/{ns}/queues/{queue}/messages/{message_id}/lease": {},
+    "POST /v1/namespaces/{ns}/dequeue": {"queues": ["q"]},
+    "PATCH /v1/namespaces/{ns}/tokens/{token_id}": {"read_rate": 10},
+    "PUT /v1/namespaces/{ns}/periodic/{name}": {"queue": "q", "schedule": "@hourly"},
+    "PATCH /v1/namespaces/{ns}/periodic/{name}": {"paused": True},
+    "PUT /v1/namespaces/{ns}/topics/{topic}": {"subscriptions": ["q"]},
+    "PUT /v1/namespaces/{ns}/topics/{topic}/subscriptions/{queue}": {},
+    "POST /v1/namespaces/{ns}/topics/{topic}/messages": {"messages": [{"id": "m"}]},
 }
 NEEDS_NO_DATABASE = {"GET /healthz"}
 
@@ -270,7 +278,9 @@ async def test_every_operation_answers_a_documented_503(
         wrong, undocumented = [], []
         for method, path, responses in operations:
             name = f"{method} {path}"
-            url = path.format(ns="documented", queue="q", message_id="m", token_id=UUID)
+            url = path.format(
+                ns="documented", queue="q", message_id="m", token_id=UUID, name="j", topic="t"
+            )
             caller = admin if path.startswith("/v1/namespaces") and "queues" not in path else alpha
             answer = await caller.request(method, url, json=BODIES.get(name))
             if name in NEEDS_NO_DATABASE:
