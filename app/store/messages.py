@@ -50,7 +50,7 @@ _REQUEUE = driver_sql(transitions.MESSAGE_REQUEUE_IF_DEAD_LETTER)
 _UPDATE = driver_sql(transitions.MESSAGE_UPDATE_IF_WAITING)
 
 
-def _enqueue_params(
+def enqueue_params(
     queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any], replace: bool = False
 ) -> tuple[LiteralString, dict[str, Any]]:
     """The enqueue statement for ``rows`` and its parameters (``guard``: the catalogue guard):
@@ -165,7 +165,7 @@ class MessageStore(StorePaths):
         async with self._driver() as driver:
             cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
             for _ in range(TRANSIENT_RETRIES):
-                await cursor.execute(*_enqueue_params(queue, pending, guard, replace))
+                await cursor.execute(*enqueue_params(queue, pending, guard, replace))
                 for row in await cursor.fetchall():
                     if row.id is not None:  # not the wake-up branch's row
                         replaced = replace and not row.created

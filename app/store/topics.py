@@ -29,7 +29,7 @@ from app.core.states import State
 from app.core.topics import Subscription, TagFilter, Topic
 from app.store.admin import AdminStore
 from app.store.errors import TRANSIENT_RETRIES, retry_transient
-from app.store.messages import _enqueue_params
+from app.store.messages import enqueue_params
 from app.store.paths import StorePaths, driver_sql
 from app.store.rows import guard_params, queue_from_row
 from app.store.sql import reads
@@ -221,7 +221,7 @@ class TopicStore(StorePaths):
         sent: list[int] = []
         for index, ((queue, _), rows) in enumerate(zip(targets, pending, strict=True)):
             if rows:
-                statements.append(_enqueue_params(queue, rows, guard))
+                statements.append(enqueue_params(queue, rows, guard))
                 sent.append(index)
         results: list[list[Any]] = []
         async with self._driver() as driver, driver.transaction():

@@ -57,15 +57,9 @@ class Producing(ServiceBase):
         validation.enqueue_batch(messages, queue.config, limits)
         if queue.config.enqueue_paused:
             raise QueuePausedError(f"queue {namespace}/{queue_name} is paused for enqueue")
-        rows: list[NewRow] = []
-        first_index: dict[str, int] = {}
-        order: list[int] = []
-        for message in messages:
-            row = _new_row(message, queue.config)
-            index = first_index.setdefault(row.id, len(rows))
-            if index == len(rows):
-                rows.append(row)
-            order.append(index)
+        every_row = [new_row(message, queue.config) for message in messages]
+        firsts, order = first_occurrences([row.id for row in every_row])
+        rows = [every_row[i] for i in firsts]
         outcomes = await self.store.enqueue(queue, rows, on_conflict == "replace")
         self.observer.enqueued(queue, sum(o.created for o in outcomes))
         seen: set[int] = set()
@@ -104,7 +98,22 @@ class Producing(ServiceBase):
         return await self.get_queue_or_404(namespace, name)
 
 
-def _new_row(message: NewMessage, config: QueueConfig) -> NewRow:
+def first_occurrences(ids: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Where each distinct id of a batch first stands in ``ids``, and for each entry of ``ids``
+    the place of its id among those: a batch creates an id once, from its first occurrence, and
+    answers its repeats as not created."""
+    firsts: list[int] = []
+    place: dict[str, int] = {}
+    order: list[int] = []
+    for index, message_id in enumerate(ids):
+        found = place.setdefault(message_id, len(firsts))
+        if found == len(firsts):
+            firsts.append(index)
+        order.append(found)
+    return firsts, order
+
+
+def new_row(message: NewMessage, config: QueueConfig) -> NewRow:
     """The row to insert for ``message``: its id chosen, the queue's fixed defaults resolved."""
     exclusive_value = None
     if config.exclusive_key is not None:

@@ -22,7 +22,7 @@ from app.core.ports import NewRow
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
 from app.core.service.identifiers import could_exist
-from app.core.service.producing import _new_row
+from app.core.service.producing import first_occurrences, new_row
 from app.core.topics import Delivery, PublishOutcome, SubscriptionSpec, TagFilter, Topic
 
 MAX_SUBSCRIPTIONS = 100
@@ -146,18 +146,12 @@ class Topics(ServiceBase):
         creates nothing twice."""
         topic = await self._topic_or_404(namespace, topic_name)
         validation.enqueue_batch(messages, _ANY_QUEUE, self.limits)
-        distinct: list[NewMessage] = []
-        first_index: dict[str, int] = {}
-        order: list[tuple[int, int]] = []  # (request index, distinct index)
-        for request_index, message in enumerate(messages):
-            if message.id is None:
-                message = replace(message, id=str(uuid_utils.uuid7()))
-            assert message.id is not None
-            index = first_index.setdefault(message.id, len(distinct))
-            if index == len(distinct):
-                distinct.append(message)
-            order.append((request_index, index))
-        requested = {index: request_index for request_index, index in reversed(order)}
+        named = [
+            m if m.id is not None else replace(m, id=str(uuid_utils.uuid7())) for m in messages
+        ]
+        firsts, order = first_occurrences([m.id or "" for m in named])
+        distinct = [named[i] for i in firsts]
+        requested = dict(enumerate(firsts))  # each distinct message's place in the request
         targets: list[_Target] = []
         for subscription in topic.subscriptions:
             queue = subscription.queue
@@ -165,7 +159,7 @@ class Topics(ServiceBase):
             if not indexes:
                 continue
             _check_target(topic, queue, distinct, indexes, requested)
-            rows = [_new_row(distinct[i], queue.config) for i in indexes]
+            rows = [new_row(distinct[i], queue.config) for i in indexes]
             targets.append(_Target(queue, indexes, rows))
         delivered: list[list[Delivery]] = [[] for _ in distinct]
         if targets:
@@ -176,7 +170,7 @@ class Topics(ServiceBase):
                     delivered[index].append(Delivery(target.queue.name, outcome))
         results: list[PublishOutcome] = []
         answered: set[int] = set()
-        for _, index in order:
+        for index in order:
             deliveries = delivered[index]
             if index in answered:  # a repeat within the batch: created by the first
                 deliveries = [_not_created(d) for d in deliveries]

@@ -64,6 +64,17 @@ _ROW_OF_ONE = """
 #   and the statement does not report it: the caller reads its state afterwards, at its newest
 #   (a state read in this statement's snapshot could be older than the one the guard saw).
 #   ``xmax = 0`` tells a row inserted here from one updated here.
+# A new message's default priority: the enqueue time in Unix milliseconds (docs/concepts.md,
+# "Priorities as deadlines"); and its first state from its visible_at. Shared by every insert of
+# a new message (enqueue, publish, a periodic job's firing).
+DEFAULT_PRIORITY = "(extract(epoch FROM now()) * 1000)::bigint"
+
+
+def first_state(visible_at: str) -> str:
+    """The state a new message starts in, from the SQL expression of its ``visible_at``."""
+    return f"CASE WHEN {visible_at} > now() THEN 'invisible' ELSE 'pending' END::message_state"
+
+
 _KEEP = "ON CONFLICT (queue_id, id) DO NOTHING RETURNING id, state, seq, true AS created"
 _REPLACE = f"""
         ON CONFLICT (queue_id, id) DO UPDATE
@@ -103,8 +114,8 @@ def _enqueue(rows: str, replace: bool = False) -> TextClause:
         INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
                               filter_value, max_attempts, lease_seconds, visible_at, expires_at)
         SELECT CAST(:queue_id AS bigint), id,
-               coalesce(priority, (extract(epoch FROM now()) * 1000)::bigint),
-               CASE WHEN visible_at > now() THEN 'invisible' ELSE 'pending' END::message_state,
+               coalesce(priority, {DEFAULT_PRIORITY}),
+               {first_state("visible_at")},
                coalesce(payload, 'null'::jsonb), coalesce(metadata, '{{}}'::jsonb),
                exclusive_value, metadata ->> CAST(:filter_key AS text),
                max_attempts, lease_seconds, visible_at,

@@ -16,6 +16,7 @@ from typing import Final
 
 from sqlalchemy import TextClause, text
 
+from app.store.sql.enqueue import DEFAULT_PRIORITY, first_state
 from app.store.sql.listeners import NOTIFY_CHANNEL
 
 _COLUMNS = """namespace, name, queue, schedule, timezone, payload::text AS payload, metadata,
@@ -143,6 +144,10 @@ _TARGET = """
 """
 
 
+_VISIBLE_AT = "now() + make_interval(secs => t.delay_seconds)"
+"""A fired message's visible_at: after its queue's delay."""
+
+
 def _insert(source: str) -> str:
     """The INSERT of a job's message (id :message_id) into its queue, from ``source`` (rows of
     the job joined with ``target``), after the queue's delay; NOTHING when the id is taken."""
@@ -150,10 +155,9 @@ def _insert(source: str) -> str:
     INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
                           filter_value, max_attempts, lease_seconds, visible_at, expires_at)
     SELECT t.queue_id, CAST(:message_id AS text),
-           coalesce(s.priority, (extract(epoch FROM now()) * 1000)::bigint),
-           CASE WHEN t.delay_seconds > 0 THEN 'invisible' ELSE 'pending' END::message_state,
+           coalesce(s.priority, {DEFAULT_PRIORITY}), {first_state(_VISIBLE_AT)},
            s.payload, s.metadata, s.metadata ->> t.exclusive_key, s.metadata ->> t.filter_key,
-           s.max_attempts, s.lease_seconds, now() + make_interval(secs => t.delay_seconds),
+           s.max_attempts, s.lease_seconds, {_VISIBLE_AT},
            now() + make_interval(secs => s.ttl_seconds)
     FROM {source}, target t
     WHERE t.refusal IS NULL
