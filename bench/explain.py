@@ -18,15 +18,19 @@ def explain_claim(
     filt: str = "{}",
     filter_value: str | None = None,
     filter_values: list[str] | None = None,
+    second_key: bool = False,
 ) -> dict[str, Any]:
     """EXPLAIN (ANALYZE, BUFFERS) of Sundial's own claim statement, rolled back (the keyed form
     when ``filter_value`` is given, as the store runs it for a filter on the queue's
-    filter_key; with ``filter_values``, the form for a list of that key's values)."""
+    filter_key; with ``filter_values``, the form for a list of that key's values;
+    ``second_key``: the key is the queue's second filter key)."""
     from app.store.sql.claim import Match, messages_claim
 
     keyed: Match = "any" if filter_values else filter_value is not None
     filtered = filt != "{}" and not keyed  # a filter of the key alone is the keyed form
-    sql = messages_claim(count=count, exclusive=exclusive, keyed=keyed, filtered=filtered).text
+    sql = messages_claim(
+        count=count, exclusive=exclusive, keyed=keyed, filtered=filtered, second_key=second_key
+    ).text
     values = ",".join(f'"{v}"' for v in filter_values or [])
     binds = {
         "queue_id": str(queue_id),

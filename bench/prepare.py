@@ -27,7 +27,7 @@ def prefill(
     chunk: int = 1_000_000,
 ) -> float:
     """Insert ``n`` pending messages in SQL (INSERT … SELECT generate_series, the shape the API
-    would create, the filter value of the queue's filter_key included), in chunks, then VACUUM
+    would create, the values of the queue's filter keys included), in chunks, then VACUUM
     ANALYZE; the seconds it took."""
     t0 = time.monotonic()
     with env.connect() as conn:
@@ -36,10 +36,11 @@ def prefill(
             conn.execute(
                 f"""
                 INSERT INTO {table} (queue_id, id, priority, state, payload, metadata,
-                                     exclusive_value, filter_value, visible_at)
+                                     exclusive_value, filter_value, filter_value_2, visible_at)
                 SELECT %(q)s, 'p' || g, (extract(epoch FROM now()) * 1000)::bigint, 'pending',
                        jsonb_build_object('i', g), m.md, {exclusive},
-                       m.md ->> (SELECT filter_key FROM queues WHERE id = %(q)s), now()
+                       m.md ->> (SELECT filter_key FROM queues WHERE id = %(q)s),
+                       m.md ->> (SELECT filter_key_2 FROM queues WHERE id = %(q)s), now()
                 FROM generate_series(%(start)s::bigint, %(stop)s::bigint) AS g,
                      LATERAL (SELECT {metadata} AS md) AS m
                 """,

@@ -334,9 +334,14 @@ def test_queue_create_exclusive(cli: Invoke) -> None:
 def test_queue_create_with_a_filter_key(cli: Invoke) -> None:
     ok(cli("namespace", "create", "alpha"))
     created = ok(cli("queue", "create", "alpha/per-tenant", "--filter-key", "tenant"))
-    assert created["queue"]["config"]["filter_key"] == "tenant"
+    assert created["queue"]["config"]["filter_keys"] == ["tenant"]
     assert created["queue"]["config"]["kind"] == "simple"
     assert "Error: conflict: " in failed(cli("queue", "create", "alpha/per-tenant"))
+    two = ("--filter-key", "tenant", "--filter-key", "region")
+    created = ok(cli("queue", "create", "alpha/two", *two))
+    assert created["queue"]["config"]["filter_keys"] == ["tenant", "region"]
+    too_many = failed(cli("queue", "create", "alpha/three", *two, "--filter-key", "zone"))
+    assert "filter_keys: may name at most 2 keys" in too_many
 
 
 def test_queue_create_with_an_ordering(cli: Invoke) -> None:

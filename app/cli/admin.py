@@ -186,7 +186,10 @@ def queue() -> None:
 @click.option("--exclusive-key", help="Make an exclusive queue keyed on this metadata key.")
 @click.option(
     "--filter-key",
-    help="Index this metadata key's value for filtered dequeues (fixed at creation).",
+    "filter_keys",
+    multiple=True,
+    help="Index this metadata key's value for filtered dequeues (fixed at creation;"
+    " give it twice for two keys).",
 )
 @click.option(
     "--ordering",
@@ -203,7 +206,7 @@ def queue() -> None:
 def queue_create(
     queue_path: str,
     exclusive_key: str | None,
-    filter_key: str | None,
+    filter_keys: tuple[str, ...],
     ordering: QueueOrdering,
     lease_seconds: int,
     max_attempts: int,
@@ -216,7 +219,7 @@ def queue_create(
     config = QueueConfig(
         kind="exclusive" if exclusive_key else "simple",
         exclusive_key=exclusive_key,
-        filter_key=filter_key,
+        filter_keys=filter_keys,
         ordering=ordering,
         lease_seconds=lease_seconds,
         max_attempts=max_attempts,

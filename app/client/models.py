@@ -57,6 +57,7 @@ class Queue(Model, frozen=True, kw_only=True):
     kind: str
     exclusive_key: str | None
     filter_key: str | None = None  # older servers do not send it
+    filter_keys: list[str] = []  # older servers do not send it
     ordering: str = "priority"  # older servers do not send it
     lease_seconds: int
     delay_seconds: int

@@ -27,7 +27,9 @@ class QueueConfig:
 
     kind: QueueKind = "simple"
     exclusive_key: str | None = None
-    filter_key: str | None = None
+    filter_keys: tuple[str, ...] = ()
+    """The metadata keys whose values are indexed for filtered dequeues (at most
+    :data:`MAX_FILTER_KEYS`): a filter naming one of them walks that key's index."""
     ordering: QueueOrdering = "priority"
     """The claim's order: ``priority`` (then enqueue order), or ``due`` (``visible_at`` first,
     priority breaking ties among messages due at the same instant, then enqueue order)."""
@@ -42,8 +44,22 @@ class QueueConfig:
     dead_letter_queue: str | None = None
     """A queue of the same namespace that takes this one's dead letters (``errored`` messages)."""
 
+    @property
+    def filter_key(self) -> str | None:
+        """The first indexed key (``messages.filter_value``), or None."""
+        return self.filter_keys[0] if self.filter_keys else None
 
-# Fields that PATCH may change; kind, exclusive_key and filter_key are fixed at creation (the
+    @property
+    def filter_key_2(self) -> str | None:
+        """The second indexed key (``messages.filter_value_2``), or None."""
+        return self.filter_keys[1] if len(self.filter_keys) > 1 else None
+
+
+MAX_FILTER_KEYS = 2
+"""How many metadata keys a queue may index (one column and one index each)."""
+
+
+# Fields that PATCH may change; kind, exclusive_key and filter_keys are fixed at creation (the
 # stored messages' exclusive and filter values were extracted with them), and so is ordering
 # (consumers rely on the order a queue was created with).
 DEFAULT_POOL = "default"
@@ -62,7 +78,9 @@ MUTABLE_QUEUE_FIELDS = frozenset(
         "dead_letter_queue",
     }
 )
-IMMUTABLE_QUEUE_FIELDS = frozenset({"kind", "exclusive_key", "filter_key", "ordering"})
+IMMUTABLE_QUEUE_FIELDS = frozenset(
+    {"kind", "exclusive_key", "filter_key", "filter_keys", "ordering"}
+)
 
 
 @dataclass(frozen=True, slots=True)

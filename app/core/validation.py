@@ -26,6 +26,7 @@ from app.core import jsonb
 from app.core.errors import PayloadTooLargeError, ValidationError
 from app.core.models import (
     IMMUTABLE_QUEUE_FIELDS,
+    MAX_FILTER_KEYS,
     MUTABLE_QUEUE_FIELDS,
     FilterValue,
     MessageChanges,
@@ -313,6 +314,19 @@ _CONFIG_BOUNDS: dict[str, tuple[int, int]] = {
 }
 
 
+def filter_keys(field: str, keys: Sequence[str]) -> None:
+    """A queue's indexed filter keys: at most MAX_FILTER_KEYS distinct, non-empty metadata
+    keys."""
+    if len(keys) > MAX_FILTER_KEYS:
+        raise ValidationError(field, f"may name at most {MAX_FILTER_KEYS} keys")
+    for key in keys:
+        if not key:
+            raise ValidationError(field, "must not be empty")
+        text(field, key, MAX_METADATA_KEY)
+    if len(set(keys)) != len(keys):
+        raise ValidationError(field, "must not name a key twice")
+
+
 def queue_config(config: QueueConfig) -> QueueConfig:
     """Check a whole queue configuration (creation or replacement)."""
     if config.kind not in ("simple", "exclusive"):
@@ -323,10 +337,7 @@ def queue_config(config: QueueConfig) -> QueueConfig:
         text("exclusive_key", config.exclusive_key, MAX_METADATA_KEY)
     elif config.exclusive_key is not None:
         raise ValidationError("exclusive_key", "is only allowed for an exclusive queue")
-    if config.filter_key is not None:
-        if not config.filter_key:
-            raise ValidationError("filter_key", "must not be empty")
-        text("filter_key", config.filter_key, MAX_METADATA_KEY)
+    filter_keys("filter_keys", config.filter_keys)
     if config.ordering not in ("priority", "due"):
         raise ValidationError("ordering", "must be 'priority' or 'due'")
     for key, (low, high) in _CONFIG_BOUNDS.items():

@@ -121,6 +121,7 @@ def find_queue(database_url: str, namespace: str, name: str) -> TargetQueue:
     if row["namespace_state"] != "active":
         raise NamespaceMovingError(namespace)
     fields = {key: row[key] for key in QueueConfig.__dataclass_fields__}
+    fields["filter_keys"] = tuple(fields["filter_keys"])
     queue = TargetQueue(row["id"], namespace, name, QueueConfig(**fields))
     if queue.config.enqueue_paused:
         raise QueuePausedError(f"queue {namespace}/{name} is paused for enqueue")

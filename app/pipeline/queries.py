@@ -120,7 +120,8 @@ REPORT_DELETE_STALE: Final = """
 NAMESPACE_POOL: Final = "SELECT pool FROM namespace_pools WHERE namespace = %(namespace)s"
 
 QUEUE_GET: Final = """
-    SELECT q.*, n.state AS namespace_state
+    SELECT q.*, n.state AS namespace_state,
+           array_remove(ARRAY[q.filter_key, q.filter_key_2], NULL) AS filter_keys
     FROM queues q JOIN namespaces n ON n.name = q.namespace
     WHERE q.namespace = %(namespace)s AND q.name = %(name)s
 """
@@ -165,18 +166,19 @@ ENQUEUE_RESERVE_SEQ: Final = """
 # current setting), and an id that exists already is left alone (ON CONFLICT DO NOTHING).
 # seq is the value reserved for the row (ENQUEUE_RESERVE_SEQ), hence OVERRIDING SYSTEM VALUE;
 # rows go in input order (ORDER BY ord), so of an id repeated in a batch the first one is
-# inserted. filter_value is the metadata's value of the queue's filter_key, read from the
-# (locked) queue row. Returns how many messages were created.
+# inserted. filter_value (filter_value_2) is the metadata's value of the queue's filter_key
+# (filter_key_2), read from the (locked) queue row. Returns how many messages were created.
 ENQUEUE_INSERT: Final = """
     WITH inserted AS (
         INSERT INTO messages (queue_id, id, seq, priority, state, payload, metadata,
-                              exclusive_value, filter_value, visible_at)
+                              exclusive_value, filter_value, filter_value_2, visible_at)
         OVERRIDING SYSTEM VALUE
         SELECT %(queue_id)s, s.id, s.seq,
                coalesce(s.priority, (extract(epoch FROM now()) * 1000)::bigint),
                CASE WHEN %(delay)s > 0 THEN 'invisible' ELSE 'pending' END::message_state,
                s.payload::jsonb, s.metadata::jsonb, s.exclusive_value,
                s.metadata::jsonb ->> (SELECT filter_key FROM queues WHERE id = %(queue_id)s),
+               s.metadata::jsonb ->> (SELECT filter_key_2 FROM queues WHERE id = %(queue_id)s),
                now() + make_interval(secs => %(delay)s)
         FROM enqueue_stage s ORDER BY s.ord
         ON CONFLICT (queue_id, id) DO NOTHING

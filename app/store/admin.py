@@ -335,6 +335,8 @@ class AdminStore(StorePaths):
             "namespace": namespace,
             "name": name,
             **dataclasses.asdict(config),
+            "filter_key": config.filter_key,
+            "filter_key_2": config.filter_key_2,
             "sqs": json.dumps(sqs or {}),
         }
         async with self._transaction() as conn:

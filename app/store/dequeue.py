@@ -39,40 +39,65 @@ _NEXT_DUE_ANY = driver_sql(MESSAGES_NEXT_DUE_ANY)
 
 @functools.cache
 def claim_sql(
-    count: int, *, exclusive: bool, keyed: Match, filtered: Match, due: bool = False
+    count: int,
+    *,
+    exclusive: bool,
+    keyed: Match,
+    filtered: Match,
+    due: bool = False,
+    second_key: bool = False,
 ) -> LiteralString:
     """A claim statement as the driver runs it, compiled once per variant and count
     (tests/store/golden/ holds what it compiles to)."""
     claim = messages_claim(
-        count=count, exclusive=exclusive, keyed=keyed, filtered=filtered, due=due
+        count=count,
+        exclusive=exclusive,
+        keyed=keyed,
+        filtered=filtered,
+        due=due,
+        second_key=second_key,
     )
     return driver_sql(claim)
 
 
+@dataclass(frozen=True, slots=True)
+class FilterVariant:
+    """How a claim matches a dequeue's metadata filter (:func:`messages_claim`'s arguments)."""
+
+    keyed: Match = False
+    filtered: Match = False
+    second_key: bool = False
+
+
 def _filter_params(
-    key: str | None, metadata: Mapping[str, FilterValue], params: dict[str, Any]
-) -> tuple[Match, Match]:
+    filter_keys: Sequence[str], metadata: Mapping[str, FilterValue], params: dict[str, Any]
+) -> FilterVariant:
     """The claim variant a dequeue's metadata filter takes, its parameters added to
-    ``params``. A pair on the queue's filter_key takes the index of that key's values (one
-    value, or any of a list); the other pairs are tested on the rows it reads: all of one value
-    with ``metadata @> filter`` as before, any list with ``metadata @> ANY`` of every combination
-    of their values."""
-    value = metadata.get(key) if key is not None else None
+    ``params``. A pair on one of the queue's indexed keys (the first the filter names, in the
+    queue's order) takes the index of that key's values (one value, or any of a list); the
+    other pairs are tested on the rows it reads: all of one value with ``metadata @> filter`` as
+    before, any list with ``metadata @> ANY`` of every combination of their values."""
+    key = next((k for k in filter_keys if k in metadata), None)
+    value = metadata[key] if key is not None else None
     keyed: Match = False if value is None else True if isinstance(value, str) else "any"
+    second = key is not None and key != filter_keys[0]
     if keyed is True:
         params["filter_value"] = value
     elif keyed == "any":
         params["filter_values"] = list(value or ())
     others = {k: v for k, v in metadata.items() if keyed is False or k != key}
     if not others:
-        return keyed, False
+        return FilterVariant(keyed, False, second)
     if all(isinstance(v, str) for v in others.values()):
         # The whole filter (the key's single value too, as before: it matches anyway).
         whole = others if keyed == "any" else metadata
         params["filter"] = _json.encode(whole).decode()
-        return keyed, True
+        return FilterVariant(keyed, True, second)
     params["filters"] = filter_alternatives(others)
-    return keyed, "any"
+    return FilterVariant(keyed, "any", second)
+
+
+_UNFILTERED = FilterVariant()
 
 
 def filter_alternatives(pairs: Mapping[str, FilterValue]) -> list[str]:
@@ -206,12 +231,17 @@ class DequeueStore(StorePaths):
             "lease_override": lease_seconds,
             "queue_lease": queue.config.lease_seconds,
         }
-        keyed: Match = False
-        filtered: Match = False
+        variant = _UNFILTERED
         if metadata:  # most claims have no filter: nothing to encode
-            keyed, filtered = _filter_params(queue.config.filter_key, metadata, params)
-        exclusive, due = queue.config.kind == "exclusive", queue.config.ordering == "due"
-        statement = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=filtered, due=due)
+            variant = _filter_params(queue.config.filter_keys, metadata, params)
+        statement = claim_sql(
+            count,
+            exclusive=queue.config.kind == "exclusive",
+            keyed=variant.keyed,
+            filtered=variant.filtered,
+            due=queue.config.ordering == "due",
+            second_key=variant.second_key,
+        )
         return statement, params
 
     async def _claim_exclusive(

@@ -62,6 +62,7 @@ def enqueue_params(
             **guard,
             "queue_id": queue.id,
             "filter_key": queue.config.filter_key,
+            "filter_key_2": queue.config.filter_key_2,
             "id": row.id,
             "priority": row.priority,
             "payload": row.payload.decode() if row.payload is not None else None,
@@ -78,6 +79,7 @@ def enqueue_params(
         **guard,
         "queue_id": queue.id,
         "filter_key": queue.config.filter_key,
+        "filter_key_2": queue.config.filter_key_2,
         "rows": batches.enqueue_rows(rows),
     }
 
@@ -348,6 +350,7 @@ class MessageStore(StorePaths):
             else None,
             exclusive_key=queue.config.exclusive_key,
             filter_key=queue.config.filter_key,
+            filter_key_2=queue.config.filter_key_2,
             visible_at=changes.visible_at,
         )
 

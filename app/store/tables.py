@@ -87,6 +87,8 @@ queues = sa.Table(
     sa.Column("exclusive_key", sa.Text),
     # The metadata key whose value is indexed for filtered dequeues (messages.filter_value).
     sa.Column("filter_key", sa.Text),
+    # A second indexed key (migration 0019; messages.filter_value_2): only beside a first one.
+    sa.Column("filter_key_2", sa.Text),
     # The claim's order (migration 0017): 'priority' (priority, then enqueue order) or 'due'
     # (visible_at first, then priority, then enqueue order).
     sa.Column("ordering", sa.Text, nullable=False, server_default="priority"),
@@ -117,6 +119,10 @@ queues = sa.Table(
     sa.CheckConstraint(
         "(kind = 'exclusive') = (exclusive_key IS NOT NULL)", name="queues_exclusive_key_check"
     ),
+    sa.CheckConstraint(
+        "filter_key_2 IS NULL OR (filter_key IS NOT NULL AND filter_key_2 <> filter_key)",
+        name="queues_filter_key_2_check",
+    ),
 )
 
 messages = sa.Table(
@@ -135,6 +141,8 @@ messages = sa.Table(
     sa.Column("exclusive_value", sa.Text),
     # metadata ->> the queue's filter_key (NULL when the queue has none or the key is absent).
     sa.Column("filter_value", sa.Text),
+    # metadata ->> the queue's second filter key, filter_key_2 (migration 0019).
+    sa.Column("filter_value_2", sa.Text),
     sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
     # Per-message overrides; NULL means "the queue's current setting".
     sa.Column("max_attempts", sa.Integer),
@@ -171,6 +179,15 @@ messages = sa.Table(
         "priority",
         "seq",
         postgresql_where=sa.text("state = 'pending' AND filter_value IS NOT NULL"),
+    ),
+    # The same for the queue's second filter key.
+    sa.Index(
+        "messages_filter_2_pending_idx",
+        "queue_id",
+        "filter_value_2",
+        "priority",
+        "seq",
+        postgresql_where=sa.text("state = 'pending' AND filter_value_2 IS NOT NULL"),
     ),
     # Scheduler promotion, and dequeue's look for due messages not promoted yet.
     sa.Index(

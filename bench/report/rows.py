@@ -153,6 +153,7 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
         b = w["filter"][0]
         for runs, what in (
             (b["runs"], "queue filter_key"),
+            (b.get("second_key", {}).get("runs", []), "queue's second filter key"),
             (b.get("general", {}).get("runs", []), "no filter_key, tested row by row"),
         ):
             p99 = _med(runs, "latency_ms", "dequeue", "p99")

@@ -10,6 +10,7 @@ CONFIG = {
     "kind": "simple",
     "exclusive_key": None,
     "filter_key": None,
+    "filter_keys": [],
     "ordering": "priority",
     "lease_seconds": 30,
     "delay_seconds": 0,
@@ -58,6 +59,27 @@ async def test_put_cannot_change_kind_or_key(alpha: Caller) -> None:
     response = await alpha.patch(f"{BASE}/f", json={"filter_key": "region"})
     assert_error(response, 400, "validation_error", "filter_key")
     assert (await alpha.get(f"{BASE}/f")).json()["filter_key"] == "tenant"
+    # A second key cannot be added later, nor the keys reordered.
+    for changed in ({"filter_keys": ["tenant", "region"]}, {"filter_keys": ["region", "tenant"]}):
+        response = await alpha.put(f"{BASE}/f", json=changed)
+        assert_error(response, 409, "conflict")
+    response = await alpha.patch(f"{BASE}/f", json={"filter_keys": ["tenant", "region"]})
+    assert_error(response, 400, "validation_error", "filter_keys")
+
+
+async def test_two_filter_keys(alpha: Caller) -> None:
+    created = await alpha.put(f"{BASE}/two", json={"filter_keys": ["tenant", "region"]})
+    assert created.status_code == 201
+    assert (created.json()["filter_key"], created.json()["filter_keys"]) == (
+        "tenant",
+        ["tenant", "region"],
+    )
+    # filter_key alongside filter_keys is the same first key: the same configuration.
+    same = {"filter_key": "tenant", "filter_keys": ["tenant", "region"]}
+    assert (await alpha.put(f"{BASE}/two", json=same)).status_code == 200
+    one = await alpha.put(f"{BASE}/one", json={"filter_keys": ["tenant"]})
+    assert one.json()["filter_key"] == "tenant"
+    assert (await alpha.put(f"{BASE}/one", json={"filter_key": "tenant"})).status_code == 200
 
 
 async def test_put_validation(alpha: Caller) -> None:
@@ -75,6 +97,14 @@ async def test_put_validation(alpha: Caller) -> None:
     assert_error(response, 400, "validation_error", "filter_key")
     response = await alpha.put(f"{BASE}/q", json={"filter_key": "k" * 65})
     assert_error(response, 400, "validation_error", "filter_key")
+    for keys in (["a", "b", "c"], ["a", "a"], ["a", ""], ["k" * 65], "a"):
+        response = await alpha.put(f"{BASE}/q", json={"filter_keys": keys})
+        assert_error(response, 400, "validation_error", "filter_keys")
+    response = await alpha.put(f"{BASE}/q", json={"filter_keys": ["a", 1]})
+    assert_error(response, 400, "validation_error", "filter_keys[1]")
+    response = await alpha.put(f"{BASE}/q", json={"filter_key": "a", "filter_keys": ["b", "a"]})
+    assert_error(response, 400, "validation_error", "filter_keys")
+    assert (await alpha.get(f"{BASE}/q")).status_code == 404  # nothing half-applied
     response = await alpha.put(f"{BASE}/q", json={"color": "red"})
     assert_error(response, 400, "validation_error", "color")
     response = await alpha.put(f"{BASE}/bad name!", json={})

@@ -115,7 +115,7 @@ async def test_an_exclusive_queue_without_its_key_refuses_the_whole_publish(
 
 
 async def test_tag_filters_choose_the_queues(service: QueueService):
-    await _setup(service, ("all", QueueConfig()), ("ab", QueueConfig(filter_key="tag")))
+    await _setup(service, ("all", QueueConfig()), ("ab", QueueConfig(filter_keys=("tag",))))
     await service.put_topic(
         NS, "t", [SubscriptionSpec("all"), SubscriptionSpec("ab", TagFilter("tag", ("A", "B")))]
     )

@@ -88,10 +88,11 @@ SHAPES = {
     "simple": {},
     "delayed": {"delay_seconds": 90},
     "exclusive": EXCLUSIVE,
-    "filtered": {"filter_key": "region"},
-    "exclusive-filtered": {**EXCLUSIVE, "filter_key": "region"},
-    "exclusive-filtered-on-its-key": {**EXCLUSIVE, "filter_key": "tenant"},
-    "delayed-exclusive-filtered": {**EXCLUSIVE, "filter_key": "region", "delay_seconds": 45},
+    "filtered": {"filter_keys": ("region",)},
+    "filtered-on-two-keys": {"filter_keys": ("region", "tenant")},
+    "exclusive-filtered": {**EXCLUSIVE, "filter_keys": ("region",)},
+    "exclusive-filtered-on-its-key": {**EXCLUSIVE, "filter_keys": ("tenant",)},
+    "delayed-exclusive-filtered": {**EXCLUSIVE, "filter_keys": ("region",), "delay_seconds": 45},
 }
 
 # Values of one queue or one transaction, compared through what derives from them.

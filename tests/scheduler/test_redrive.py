@@ -393,11 +393,11 @@ async def test_the_targets_keys_are_applied(service: QueueService, engine: Async
     dead-letter queue gets each message's group), and the target's exclusivity holds; the
     tombstones left in the (simple) source keep the source's (none)."""
     await make_queue(
-        service, NS, "dlq", kind="exclusive", exclusive_key="group", filter_key="region"
+        service, NS, "dlq", kind="exclusive", exclusive_key="group", filter_keys=("region", "zone")
     )
     await make_queue(service, NS, "src", max_attempts=1, dead_letter_queue="dlq")
     metadata = {
-        "g1-a": {"group": "g1", "region": "eu"},
+        "g1-a": {"group": "g1", "region": "eu", "zone": "z1"},
         "g1-b": {"group": "g1", "region": "us"},
         "g2-a": {"group": "g2"},
     }
@@ -407,16 +407,17 @@ async def test_the_targets_keys_are_applied(service: QueueService, engine: Async
 
     rows = await fetch(
         engine,
-        "SELECT q.name, m.id, m.state::text, m.exclusive_value, m.filter_value FROM messages m"
-        " JOIN queues q ON q.id = m.queue_id ORDER BY q.name, m.id",
+        "SELECT q.name, m.id, m.state::text, m.exclusive_value, m.filter_value,"
+        " m.filter_value_2 FROM messages m JOIN queues q ON q.id = m.queue_id"
+        " ORDER BY q.name, m.id",
     )
     assert [tuple(row.values()) for row in rows] == [
-        ("dlq", "g1-a", "pending", "g1", "eu"),
-        ("dlq", "g1-b", "pending", "g1", "us"),
-        ("dlq", "g2-a", "pending", "g2", None),
-        ("src", "g1-a", "canceled", None, None),
-        ("src", "g1-b", "canceled", None, None),
-        ("src", "g2-a", "canceled", None, None),
+        ("dlq", "g1-a", "pending", "g1", "eu", "z1"),
+        ("dlq", "g1-b", "pending", "g1", "us", None),
+        ("dlq", "g2-a", "pending", "g2", None, None),
+        ("src", "g1-a", "canceled", None, None, None),
+        ("src", "g1-b", "canceled", None, None, None),
+        ("src", "g2-a", "canceled", None, None, None),
     ]
     # One message per group in flight: g1's second waits for its first.
     leased = await service.dequeue(NS, "dlq", count=10)

@@ -34,7 +34,11 @@ CONSUMERS = 12
 async def test_overlapping_or_filters_never_lease_a_message_twice(
     service: QueueService, engine: AsyncEngine, key: str, kind: str, ordering: str
 ) -> None:
-    config: dict[str, Any] = {"filter_key": "tenant", "lease_seconds": 600, "ordering": ordering}
+    config: dict[str, Any] = {
+        "filter_keys": ("tenant",),
+        "lease_seconds": 600,
+        "ordering": ordering,
+    }
     if kind == "exclusive":
         config.update(kind="exclusive", exclusive_key="project")
     queue = await make_queue(service, NS, "work", **config)

@@ -41,11 +41,15 @@ BACKLOG = [
 ]
 
 
-@pytest.mark.parametrize("filter_key", ["tenant", None], ids=["on-filter-key", "general"])
+@pytest.mark.parametrize(
+    "filter_keys",
+    [("tenant",), ("region", "tenant"), ()],
+    ids=["on-filter-key", "on-second-filter-key", "general"],
+)
 async def test_a_list_matches_any_of_its_values_in_priority_order(
-    service: QueueService, filter_key: str | None
+    service: QueueService, filter_keys: tuple[str, ...]
 ) -> None:
-    await make_queue(service, NS, "q", **({"filter_key": filter_key} if filter_key else {}))
+    await make_queue(service, NS, "q", filter_keys=filter_keys)
     await service.enqueue(NS, "q", BACKLOG)
 
     # The best two of a's and c's messages, merged across the values.
@@ -60,7 +64,7 @@ async def test_a_list_matches_any_of_its_values_in_priority_order(
 
 
 async def test_a_list_on_the_key_with_lists_on_other_keys(service: QueueService) -> None:
-    await make_queue(service, NS, "q", filter_key="tenant")
+    await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(
         NS,
         "q",
@@ -84,20 +88,23 @@ async def test_a_list_on_the_key_with_lists_on_other_keys(service: QueueService)
 
 
 async def test_a_list_of_one_value_is_that_value(service: QueueService) -> None:
-    await make_queue(service, NS, "q", filter_key="tenant")
+    await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(NS, "q", BACKLOG)
 
     assert await leased_ids(service, "q", 10, tenant=["a"]) == ["a-20", "a-30"]
     assert dequeue_filter("metadata", {"tenant": ["a", "a"], "r": "x"}) == {"tenant": "a", "r": "x"}
 
 
-@pytest.mark.parametrize("filter_key", ["tenant", None], ids=["on-filter-key", "general"])
+@pytest.mark.parametrize(
+    "filter_keys",
+    [("tenant",), ("region", "tenant"), ()],
+    ids=["on-filter-key", "on-second-filter-key", "general"],
+)
 async def test_an_exclusive_queue_takes_one_message_per_value_of_the_listed_ones(
-    service: QueueService, filter_key: str | None
+    service: QueueService, filter_keys: tuple[str, ...]
 ) -> None:
     config: dict[str, Any] = {"kind": "exclusive", "exclusive_key": "project"}
-    if filter_key:
-        config["filter_key"] = filter_key
+    config["filter_keys"] = filter_keys
     await make_queue(service, NS, "x", **config)
     await service.enqueue(
         NS,
@@ -121,7 +128,7 @@ async def test_an_exclusive_claim_over_listed_values_claims_again_past_its_windo
 ) -> None:
     """Many messages of few projects ahead in the window: the claim's rounds go past them."""
     await make_queue(
-        service, NS, "x", kind="exclusive", exclusive_key="project", filter_key="tenant"
+        service, NS, "x", kind="exclusive", exclusive_key="project", filter_keys=("tenant",)
     )
     crowd = [tagged(f"p0-{i}", i, project="p0", tenant=["a", "b"][i % 2]) for i in range(20)]
     tail = [tagged(f"p{i}-z", 100 + i, project=f"p{i}", tenant="b") for i in range(1, 4)]
@@ -130,12 +137,16 @@ async def test_an_exclusive_claim_over_listed_values_claims_again_past_its_windo
     assert await leased_ids(service, "x", 4, tenant=["a", "b"]) == ["p0-0", "p1-z", "p2-z", "p3-z"]
 
 
-@pytest.mark.parametrize("filter_key", ["tenant", None], ids=["on-filter-key", "general"])
+@pytest.mark.parametrize(
+    "filter_keys",
+    [("tenant",), ("region", "tenant"), ()],
+    ids=["on-filter-key", "on-second-filter-key", "general"],
+)
 @pytest.mark.parametrize("kind", ["simple", "exclusive"])
 async def test_due_messages_not_promoted_yet_match_a_list(
-    service: QueueService, engine: AsyncEngine, filter_key: str | None, kind: str
+    service: QueueService, engine: AsyncEngine, filter_keys: tuple[str, ...], kind: str
 ) -> None:
-    config: dict[str, Any] = {"filter_key": filter_key} if filter_key else {}
+    config: dict[str, Any] = {"filter_keys": filter_keys}
     if kind == "exclusive":
         config.update(kind="exclusive", exclusive_key="project")
     queue = await make_queue(service, NS, "q", **config)
@@ -175,7 +186,7 @@ async def test_due_messages_not_promoted_yet_match_a_list(
 async def test_a_bad_list_is_refused_naming_the_value(
     service: QueueService, wanted: dict[str, Any], field: str, message: str
 ) -> None:
-    await make_queue(service, NS, "q", filter_key="tag")
+    await make_queue(service, NS, "q", filter_keys=("tag",))
     await service.enqueue(NS, "q", [tagged("m", 1, tag="A")])
 
     with pytest.raises(ValidationError) as refused:
@@ -190,7 +201,7 @@ async def test_a_bad_list_is_refused_naming_the_value(
 
 
 async def test_ack_and_dequeue_takes_a_list(service: QueueService) -> None:
-    await make_queue(service, NS, "q", filter_key="tenant")
+    await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(NS, "q", BACKLOG)
 
     _, leased = await service.ack_and_dequeue(

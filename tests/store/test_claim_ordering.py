@@ -61,7 +61,7 @@ async def _delayed_then_backlog(
     [
         {},
         {"kind": "exclusive", "exclusive_key": "project"},
-        {"filter_key": "tenant"},
+        {"filter_keys": ("tenant",)},
     ],
     ids=["simple", "exclusive", "keyed"],
 )
@@ -129,7 +129,7 @@ async def test_priority_breaks_ties_among_messages_due_at_the_same_instant(
 async def test_due_ordering_of_a_mixed_batch_across_both_sources(
     service: QueueService, engine: AsyncEngine
 ) -> None:
-    queue = await make_queue(service, NS, "q", ordering="due", filter_key="tenant")
+    queue = await make_queue(service, NS, "q", ordering="due", filter_keys=("tenant",))
     await service.enqueue(
         NS,
         "q",

@@ -39,9 +39,23 @@ async def _fill(service: QueueService, engine: AsyncEngine, name: str, **config:
 
 @pytest.mark.parametrize("count", [1, 10])
 @pytest.mark.parametrize(
-    ("keyed", "due"),
-    [(False, False), (True, False), ("any", False), (False, True)],
-    ids=["unfiltered", "on-filter-key", "any-of-filter-key", "due-ordered"],
+    ("keyed", "second_key", "due"),
+    [
+        (False, False, False),
+        (True, False, False),
+        ("any", False, False),
+        (True, True, False),
+        ("any", True, False),
+        (False, False, True),
+    ],
+    ids=[
+        "unfiltered",
+        "on-filter-key",
+        "any-of-filter-key",
+        "on-second-filter-key",
+        "any-of-second-filter-key",
+        "due-ordered",
+    ],
 )
 @pytest.mark.parametrize("exclusive", [False, True], ids=["simple", "exclusive"])
 async def test_a_prepared_claim_keeps_its_generic_plan(
@@ -51,14 +65,19 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
     database_url: str,
     count: int,
     keyed: Match,
+    second_key: bool,
     due: bool,
     exclusive: bool,
 ) -> None:
-    config: dict[str, Any] = {"filter_key": "tenant", "ordering": "due" if due else "priority"}
+    # The filter is on "tenant": the queue's first indexed key, or its second.
+    keys = ("p", "tenant") if second_key else ("tenant",)
+    config: dict[str, Any] = {"filter_keys": keys, "ordering": "due" if due else "priority"}
     if exclusive:
         config.update(kind="exclusive", exclusive_key="p")
     queue_id = await _fill(service, engine, "q", **config)
-    statement = claim_sql(count, exclusive=exclusive, keyed=keyed, filtered=False, due=due)
+    statement = claim_sql(
+        count, exclusive=exclusive, keyed=keyed, filtered=False, due=due, second_key=second_key
+    )
     params = {
         "queue_id": queue_id,
         "filter_value": "t3" if keyed is True else None,
@@ -82,12 +101,9 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
     assert leased == 12 * count
     assert custom <= 5, f"replanned on every claim: {generic=}, {custom=}"
     assert generic >= 7
+    keyed_index = "messages_filter_2_pending_idx" if second_key else "messages_filter_pending_idx"
     index = (
-        "messages_filter_pending_idx"
-        if keyed
-        else "messages_pending_visible_idx"
-        if due
-        else "messages_pending_idx"
+        keyed_index if keyed else "messages_pending_visible_idx" if due else "messages_pending_idx"
     )
     assert f"Index Scan using {index} on messages" in plan
     assert "Seq Scan" not in plan
@@ -95,5 +111,5 @@ async def test_a_prepared_claim_keeps_its_generic_plan(
         assert "Nested Loop" in plan
         assert "Function Scan on unnest wanted" in plan
         walk = plan[plan.index("Function Scan on unnest wanted") :]
-        walk = walk[: walk.index("Index Scan using messages_filter_pending_idx")]
+        walk = walk[: walk.index(f"Index Scan using {keyed_index}")]
         assert "Sort" not in walk, plan

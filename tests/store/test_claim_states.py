@@ -69,6 +69,7 @@ async def _predicate(engine: AsyncEngine, index: str) -> str:
     [
         ("messages_pending_idx", CLAIM.ready),  # the ready source's walk
         ("messages_filter_pending_idx", CLAIM.ready),  # the keyed ready source's walk
+        ("messages_filter_2_pending_idx", CLAIM.ready),  # the same on the second key
         ("messages_pending_visible_idx", CLAIM.ready),  # a due-ordered queue's walk
         ("messages_invisible_idx", CLAIM.due),  # the due source
         ("messages_running_exclusive_uidx", CLAIM.leased),  # one leased message per value

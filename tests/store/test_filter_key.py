@@ -37,7 +37,7 @@ async def leased_ids(service: QueueService, queue: str, count: int, **wanted: st
 async def test_enqueue_extracts_the_filter_value_on_every_path(
     service: QueueService, engine: AsyncEngine
 ) -> None:
-    keyed = await make_queue(service, NS, "keyed", filter_key="tenant")
+    keyed = await make_queue(service, NS, "keyed", filter_keys=("tenant",))
     plain = await make_queue(service, NS, "plain")
     await service.enqueue(NS, "keyed", [tagged("one", 1, tenant="a", region="eu")])
     await service.enqueue(
@@ -52,7 +52,7 @@ async def test_enqueue_extracts_the_filter_value_on_every_path(
 async def test_filtered_dequeue_on_the_key_returns_only_matches_in_priority_order(
     service: QueueService,
 ) -> None:
-    await make_queue(service, NS, "q", filter_key="tenant")
+    await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(
         NS,
         "q",
@@ -77,7 +77,7 @@ async def test_filtered_dequeue_on_the_key_returns_only_matches_in_priority_orde
 async def test_a_filter_on_the_key_is_answered_from_the_indexed_column(
     service: QueueService, engine: AsyncEngine
 ) -> None:
-    queue = await make_queue(service, NS, "q", filter_key="tenant")
+    queue = await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(NS, "q", [tagged("m", 1, tenant="a")])
     async with engine.begin() as conn:  # what the keyed claim reads, and only it
         await conn.execute(
@@ -92,7 +92,7 @@ async def test_a_filter_on_the_key_is_answered_from_the_indexed_column(
 async def test_patching_metadata_moves_the_message_to_its_new_value(
     service: QueueService, engine: AsyncEngine
 ) -> None:
-    queue = await make_queue(service, NS, "q", filter_key="tenant")
+    queue = await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(NS, "q", [tagged("m", 1, tenant="a"), tagged("n", 2, tenant="a")])
 
     await service.update_message(NS, "q", "m", MessageChanges(metadata={"tenant": "b"}))
@@ -108,7 +108,7 @@ async def test_exclusive_queue_with_a_filter_key_still_runs_one_per_value(
     service: QueueService,
 ) -> None:
     await make_queue(
-        service, NS, "x", kind="exclusive", exclusive_key="project", filter_key="tenant"
+        service, NS, "x", kind="exclusive", exclusive_key="project", filter_keys=("tenant",)
     )
     await service.enqueue(
         NS,
@@ -153,7 +153,7 @@ async def _explain_claim(engine: AsyncEngine, statement: sa.TextClause, queue: Q
 async def test_the_keyed_claim_reads_only_matching_rows(
     service: QueueService, engine: AsyncEngine
 ) -> None:
-    queue = await make_queue(service, NS, "big", filter_key="tenant")
+    queue = await make_queue(service, NS, "big", filter_keys=("tenant",))
     for start in range(0, 5000, 1000):
         batch = [tagged(f"m{i}", i, tenant=f"t{i % 50}") for i in range(start, start + 1000)]
         await service.enqueue(NS, "big", batch)

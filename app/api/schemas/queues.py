@@ -11,6 +11,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from app.api.schemas.common import In, Out
+from app.core import validation
+from app.core.errors import ValidationError
 from app.core.models import Queue, QueueConfig, QueueKind, QueueOrdering
 from app.core.service.queues import QueueDetail
 from app.core.states import State
@@ -23,7 +25,8 @@ class QueuePut(In):
 
     kind: QueueKind = _DEFAULTS.kind
     exclusive_key: str | None = _DEFAULTS.exclusive_key
-    filter_key: str | None = _DEFAULTS.filter_key
+    filter_key: str | None = None
+    filter_keys: list[str] | None = None
     ordering: QueueOrdering = _DEFAULTS.ordering
     lease_seconds: int = _DEFAULTS.lease_seconds
     delay_seconds: int = _DEFAULTS.delay_seconds
@@ -37,16 +40,32 @@ class QueuePut(In):
 
     def to_model(self) -> QueueConfig:
         """As the core's configuration."""
-        return QueueConfig(**msgspec.structs.asdict(self))
+        fields = msgspec.structs.asdict(self)
+        keys = _filter_keys(fields.pop("filter_key"), fields.pop("filter_keys"))
+        return QueueConfig(**fields, filter_keys=keys)
+
+
+def _filter_keys(one: str | None, keys: list[str] | None) -> tuple[str, ...]:
+    """The indexed keys a PUT names: ``filter_key`` is the one-key form of ``filter_keys``, and
+    a body giving both must give the same first key."""
+    if keys is None:
+        if one is None:
+            return ()
+        validation.filter_keys("filter_key", [one])  # the error names the field given
+        return (one,)
+    if one is not None and keys[:1] != [one]:
+        raise ValidationError("filter_keys", "must start with filter_key when both are given")
+    return tuple(keys)
 
 
 class QueuePatch(In):
     """``PATCH …/queues/{queue}``: only the fields given change (``kind``, ``exclusive_key``,
-    ``filter_key`` and ``ordering`` are accepted here only to be refused with a clear error)."""
+    ``filter_key(s)`` and ``ordering`` are accepted here only to be refused with a clear error)."""
 
     kind: str | UnsetType = UNSET
     exclusive_key: str | UnsetType | None = UNSET
     filter_key: str | UnsetType | None = UNSET
+    filter_keys: list[str] | UnsetType | None = UNSET
     ordering: str | UnsetType = UNSET
     lease_seconds: int | UnsetType = UNSET
     delay_seconds: int | UnsetType = UNSET
@@ -75,6 +94,7 @@ class QueueOut(Out):
     kind: str
     exclusive_key: str | None
     filter_key: str | None
+    filter_keys: list[str]
     ordering: str
     lease_seconds: int
     delay_seconds: int
@@ -99,6 +119,8 @@ def _queue_fields(queue: Queue) -> dict[str, Any]:
         "name": queue.name,
         "namespace": queue.namespace,
         **dataclasses.asdict(queue.config),
+        "filter_key": queue.config.filter_key,
+        "filter_keys": list(queue.config.filter_keys),
         "created_at": queue.created_at,
         "updated_at": queue.updated_at,
     }

@@ -1,4 +1,4 @@
-"""Queues: creating and configuring them (``kind``, ``exclusive_key`` and ``filter_key`` fixed at
+"""Queues: creating and configuring them (``kind``, ``exclusive_key`` and ``filter_keys`` fixed at
 creation), deleting and purging them, and reading them with their message counts."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Queues(ServiceBase):
     async def put_queue(self, namespace: str, name: str, config: QueueConfig) -> tuple[Queue, bool]:
         """Create a queue, or bring an existing one to ``config``; returns (queue, created).
 
-        ``kind``, ``exclusive_key``, ``filter_key`` and ``ordering`` are fixed at creation:
+        ``kind``, ``exclusive_key``, ``filter_keys`` and ``ordering`` are fixed at creation:
         changing them is a ConflictError.
         """
         validation.name("queue", name)
@@ -44,17 +44,17 @@ class Queues(ServiceBase):
             return created, True
         existing = await self.get_queue_or_404(namespace, name)
         fixed = existing.config
-        if (fixed.kind, fixed.exclusive_key, fixed.filter_key, fixed.ordering) != (
+        if (fixed.kind, fixed.exclusive_key, fixed.filter_keys, fixed.ordering) != (
             config.kind,
             config.exclusive_key,
-            config.filter_key,
+            config.filter_keys,
             config.ordering,
         ):
             raise ConflictError(
                 f"queue {namespace}/{name} exists as {fixed.kind}"
-                f" (exclusive_key={fixed.exclusive_key!r}, filter_key={fixed.filter_key!r},"
+                f" (exclusive_key={fixed.exclusive_key!r}, filter_keys={list(fixed.filter_keys)!r},"
                 f" ordering={fixed.ordering!r});"
-                " kind, exclusive_key, filter_key and ordering cannot change",
+                " kind, exclusive_key, filter_keys and ordering cannot change",
                 queue=name,
             )
         if existing.config == config:

@@ -58,14 +58,14 @@ NAMESPACE_IS_ACTIVE = "EXISTS (SELECT 1 FROM namespaces WHERE name = {} AND stat
 # A new queue, if its namespace exists and the name is free (else no row).
 QUEUE_INSERT_IF_NEW: Final[TextClause] = text(
     """
-    INSERT INTO queues (namespace, name, kind, exclusive_key, filter_key, ordering, lease_seconds,
-                        delay_seconds, max_attempts, retry_delay_seconds,
+    INSERT INTO queues (namespace, name, kind, exclusive_key, filter_key, filter_key_2, ordering,
+                        lease_seconds, delay_seconds, max_attempts, retry_delay_seconds,
                         retry_delay_max_seconds, retention_seconds, enqueue_paused,
                         dequeue_paused, dead_letter_queue, sqs)
-    SELECT :namespace, :name, :kind, :exclusive_key, :filter_key, :ordering, :lease_seconds,
-           :delay_seconds, :max_attempts, :retry_delay_seconds, :retry_delay_max_seconds,
-           :retention_seconds, :enqueue_paused, :dequeue_paused, :dead_letter_queue,
-           CAST(:sqs AS jsonb)
+    SELECT :namespace, :name, :kind, :exclusive_key, :filter_key, :filter_key_2, :ordering,
+           :lease_seconds, :delay_seconds, :max_attempts, :retry_delay_seconds,
+           :retry_delay_max_seconds, :retention_seconds, :enqueue_paused, :dequeue_paused,
+           :dead_letter_queue, CAST(:sqs AS jsonb)
     WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = :namespace AND state = 'active')
     ON CONFLICT (namespace, name) DO NOTHING
     RETURNING *

@@ -37,13 +37,15 @@ Match = bool | Literal["any"]
 # matches are common but walks past every non-matching message ahead of a rare value's first
 # match. When the filter names the queue's filter_key, ``filter_value = :filter_value`` makes the
 # ready source walk messages_filter_pending_idx (queue_id, filter_value, priority, seq), which
-# holds exactly that value's ready messages in order, and stop at the first unlocked ones.
-_KEYED = "AND filter_value = CAST(:filter_value AS text)"
+# holds exactly that value's ready messages in order, and stop at the first unlocked ones. A
+# filter naming the queue's second filter key (and not the first) does the same on
+# ``filter_value_2`` and messages_filter_2_pending_idx. ``{column}`` is the one the filter takes.
+_KEYED = "AND {column} = CAST(:filter_value AS text)"
 _FILTERED = "AND metadata @> CAST(:filter AS jsonb)"
 # A filter whose filter_key pair is a list ("any of"): the due source (few rows) tests each
 # row's value against the list. The ready source of a priority-ordered queue does not: it walks
 # the index once per value (_keyed_walk).
-_KEYED_ANY = "AND filter_value = ANY(CAST(:filter_values AS text[]))"
+_KEYED_ANY = "AND {column} = ANY(CAST(:filter_values AS text[]))"
 # A filter with lists beyond the filter_key: :filters holds every combination of the pairs'
 # values (validation.dequeue_filter bounds them), and a row matches when it holds one.
 _FILTERED_ANY = "AND metadata @> ANY(CAST(:filters AS jsonb[]))"
@@ -59,6 +61,12 @@ class _Variant:
     keyed: Match
     filtered: Match
     due: bool
+    second_key: bool
+
+    @property
+    def column(self) -> str:
+        """The indexed column the filter's key match reads."""
+        return "filter_value_2" if self.second_key else "filter_value"
 
     @property
     def order(self) -> str:
@@ -78,7 +86,7 @@ class _Variant:
     def match(self, *, source: Literal["ready", "due"]) -> str:
         """The filter's conditions on a source's rows (the per-value walk matches the key
         itself)."""
-        keyed = {False: "", True: _KEYED, "any": _KEYED_ANY}[self.keyed]
+        keyed = {False: "", True: _KEYED, "any": _KEYED_ANY}[self.keyed].format(column=self.column)
         if source == "ready" and self.walks_per_value:
             keyed = ""
         filtered = {False: "", True: _FILTERED, "any": _FILTERED_ANY}[self.filtered]
@@ -95,8 +103,8 @@ class _Variant:
 # The list is read through a scalar subquery so that the planner never sees its length: a plan
 # made for three values would look far cheaper than the generic one, which cannot know it, and
 # the claim would be planned again on every execution (docs/adr/0009-claim-plans.md).
-def _keyed_walk(select: str, where: str, tail: str) -> str:
-    match = f"AND filter_value = wanted.value {where}"
+def _keyed_walk(select: str, column: str, where: str, tail: str) -> str:
+    match = f"AND {column} = wanted.value {where}"
     return f"""SELECT walk.* FROM unnest((SELECT CAST(:filter_values AS text[]))) AS wanted(value)
         CROSS JOIN LATERAL (
             {select}
@@ -111,6 +119,7 @@ def _claim_simple(variant: _Variant, count: int) -> str:
     if variant.walks_per_value:
         ready = _keyed_walk(
             f"SELECT {columns} FROM messages",
+            variant.column,
             match,
             f"""  AND (expires_at IS NULL OR expires_at > now())
             ORDER BY {order}
@@ -185,6 +194,7 @@ def _claim_exclusive(variant: _Variant, count: int, scan: int) -> str:
         ready = (
             _keyed_walk(
                 f"SELECT {columns} FROM messages c",
+                variant.column,
                 match,
                 f"""  AND (expires_at IS NULL OR expires_at > now())
               {_NOT_RUNNING.replace(chr(10), chr(10) + "    ")}
@@ -282,6 +292,7 @@ def messages_claim(
     keyed: Match = False,
     filtered: Match = False,
     due: bool = False,
+    second_key: bool = False,
 ) -> TextClause:
     """The claim of up to ``count`` ready or due messages of a simple or an exclusive queue.
 
@@ -291,7 +302,8 @@ def messages_claim(
     the whole filter) or some with lists ("any"; binds ``:filters``, every combination of the
     other pairs' values as JSON objects, a text array). A filter of the key alone needs no
     ``metadata`` test: the filter value is that key's value. ``due``: the queue's ordering is
-    ``due`` (visible_at, then priority, then enqueue order).
+    ``due`` (visible_at, then priority, then enqueue order). ``second_key``: the key ``keyed``
+    matches is the queue's second filter key (``filter_value_2`` and its index).
 
     ``count`` is written into the text as a literal, not bound, and a claim without a filter
     has no filter condition at all: PostgreSQL then plans each variant once per connection and
@@ -303,7 +315,9 @@ def messages_claim(
     """
     if not (isinstance(count, int) and 1 <= count <= MAX_BATCH_DEQUEUE):
         raise ValueError(f"claim count must be an integer from 1 to {MAX_BATCH_DEQUEUE}: {count!r}")
-    variant = _Variant(keyed=keyed, filtered=filtered, due=due)
+    if second_key and keyed is False:
+        raise ValueError("a claim on the second filter key needs a key match (keyed)")
+    variant = _Variant(keyed=keyed, filtered=filtered, due=due, second_key=second_key)
     if exclusive:
         return text(_claim_exclusive(variant, count, exclusive_scan(count)) + LEASE_GRANT)
     return text(_claim_simple(variant, count) + LEASE_GRANT)

@@ -26,8 +26,9 @@ from app.store.sql.listeners import SOMEONE_LISTENS
 #   eleven arrays (docs/adr/0010-batch-rows-as-json.md);
 # - a single message binds plain values, a little cheaper still for one row, and most
 #   producers send one message per request.
-# ``filter_value`` is extracted here from the queue's :filter_key (NULL when the queue has none:
-# ``->>`` with a NULL key is NULL), so no insert path can forget it.
+# ``filter_value`` and ``filter_value_2`` are extracted here from the queue's :filter_key and
+# :filter_key_2 (NULL when the queue has none: ``->>`` with a NULL key is NULL), so no insert
+# path can forget them.
 _ROWS_OF_BATCH = """
     SELECT id, priority, CAST(payload AS jsonb) AS payload, metadata, exclusive_value,
            max_attempts, lease_seconds, delay_seconds, visible_at AS visible_at_given,
@@ -80,7 +81,8 @@ _REPLACE = f"""
         ON CONFLICT (queue_id, id) DO UPDATE
         SET priority = EXCLUDED.priority, payload = EXCLUDED.payload,
             metadata = EXCLUDED.metadata, exclusive_value = EXCLUDED.exclusive_value,
-            filter_value = EXCLUDED.filter_value, max_attempts = EXCLUDED.max_attempts,
+            filter_value = EXCLUDED.filter_value, filter_value_2 = EXCLUDED.filter_value_2,
+            max_attempts = EXCLUDED.max_attempts,
             lease_seconds = EXCLUDED.lease_seconds, visible_at = EXCLUDED.visible_at,
             state = EXCLUDED.state, expires_at = EXCLUDED.expires_at, updated_at = now()
         WHERE messages.state = ANY(CAST('{from_states(Event.REPLACE)}' AS message_state[]))
@@ -112,12 +114,14 @@ def _enqueue(rows: str, replace: bool = False) -> TextClause:
     ),
     inserted AS (
         INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
-                              filter_value, max_attempts, lease_seconds, visible_at, expires_at)
+                              filter_value, filter_value_2, max_attempts, lease_seconds,
+                              visible_at, expires_at)
         SELECT CAST(:queue_id AS bigint), id,
                coalesce(priority, {DEFAULT_PRIORITY}),
                {first_state("visible_at")},
                coalesce(payload, 'null'::jsonb), coalesce(metadata, '{{}}'::jsonb),
                exclusive_value, metadata ->> CAST(:filter_key AS text),
+               metadata ->> CAST(:filter_key_2 AS text),
                max_attempts, lease_seconds, visible_at,
                coalesce(expires_at, now() + make_interval(secs => ttl_seconds))
         FROM input

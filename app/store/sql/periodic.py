@@ -136,7 +136,7 @@ _REFUSAL = """CASE
     END"""
 
 _TARGET = """
-    SELECT j.namespace, j.name, t.id AS queue_id, t.exclusive_key, t.filter_key,
+    SELECT j.namespace, j.name, t.id AS queue_id, t.exclusive_key, t.filter_key, t.filter_key_2,
            t.delay_seconds, {refusal} AS refusal
     FROM periodic_jobs j
     LEFT JOIN queues t ON t.namespace = j.namespace AND t.name = j.queue
@@ -153,10 +153,12 @@ def _insert(source: str) -> str:
     the job joined with ``target``), after the queue's delay; NOTHING when the id is taken."""
     return f"""
     INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
-                          filter_value, max_attempts, lease_seconds, visible_at, expires_at)
+                          filter_value, filter_value_2, max_attempts, lease_seconds, visible_at,
+                          expires_at)
     SELECT t.queue_id, CAST(:message_id AS text),
            coalesce(s.priority, {DEFAULT_PRIORITY}), {first_state(_VISIBLE_AT)},
            s.payload, s.metadata, s.metadata ->> t.exclusive_key, s.metadata ->> t.filter_key,
+           s.metadata ->> t.filter_key_2,
            s.max_attempts, s.lease_seconds, {_VISIBLE_AT},
            now() + make_interval(secs => s.ttl_seconds)
     FROM {source}, target t

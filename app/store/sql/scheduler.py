@@ -125,14 +125,15 @@ MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
     f"""
     WITH routes AS (
         SELECT s.id AS source_id, t.id AS target_id, t.name AS target_name, t.exclusive_key,
-               t.filter_key
+               t.filter_key, t.filter_key_2
         FROM queues s
         JOIN queues t ON t.namespace = s.namespace AND t.name = s.dead_letter_queue
         WHERE s.dead_letter_queue IS NOT NULL AND s.id NOT IN {RESTING_QUEUES}
     ),
     dead AS (
         SELECT DISTINCT ON (r.target_id, d.id)
-               d.queue_id, d.id, r.target_id, r.target_name, r.exclusive_key, r.filter_key
+               d.queue_id, d.id, r.target_id, r.target_name, r.exclusive_key, r.filter_key,
+               r.filter_key_2
         FROM routes r
         CROSS JOIN LATERAL (
             SELECT m.queue_id, m.id FROM messages m
@@ -149,10 +150,11 @@ MESSAGES_REDRIVE_DEAD_LETTERS: Final[TextClause] = text(
     ),
     arrived AS (
         INSERT INTO messages (queue_id, id, priority, state, payload, metadata, exclusive_value,
-                              filter_value, attempts, lease_seconds, visible_at, expires_at,
-                              enqueued_at, updated_at, last_error)
+                              filter_value, filter_value_2, attempts, lease_seconds, visible_at,
+                              expires_at, enqueued_at, updated_at, last_error)
         SELECT dead.target_id, m.id, m.priority, 'pending', m.payload, m.metadata,
-               m.metadata ->> dead.exclusive_key, m.metadata ->> dead.filter_key, 0,
+               m.metadata ->> dead.exclusive_key, m.metadata ->> dead.filter_key,
+               m.metadata ->> dead.filter_key_2, 0,
                m.lease_seconds, now(), m.expires_at, m.enqueued_at, now(), m.last_error
         FROM dead JOIN messages m ON m.queue_id = dead.queue_id AND m.id = dead.id
         WHERE m.state = ANY(CAST(:from_states AS message_state[]))

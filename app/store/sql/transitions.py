@@ -134,7 +134,7 @@ MESSAGES_DELETE_DEAD_LETTERS: Final[TextClause] = text(
 )
 
 # PATCH of a waiting message. Moving visible_at moves it between invisible and pending; in an
-# exclusive queue the exclusive value follows the metadata, and so does the filter value.
+# exclusive queue the exclusive value follows the metadata, and so do the filter values.
 MESSAGE_UPDATE_IF_WAITING: Final[TextClause] = text(
     waking(
         f"""
@@ -147,6 +147,8 @@ MESSAGE_UPDATE_IF_WAITING: Final[TextClause] = text(
                                     ->> CAST(:exclusive_key AS text) END,
         filter_value = coalesce(CAST(:metadata AS jsonb), m.metadata)
                        ->> CAST(:filter_key AS text),
+        filter_value_2 = coalesce(CAST(:metadata AS jsonb), m.metadata)
+                         ->> CAST(:filter_key_2 AS text),
         visible_at = coalesce(CAST(:visible_at AS timestamptz), m.visible_at),
         state = CASE WHEN coalesce(CAST(:visible_at AS timestamptz), m.visible_at) > now()
                      THEN 'invisible' ELSE 'pending' END::message_state,
