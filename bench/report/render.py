@@ -57,7 +57,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
             _fmt(r["p50_ms"]),
             _fmt(r["p99_ms"]),
             r["target"],
-            "yes" if r["met"] else "NO",
+            "—" if r["met"] is None else "yes" if r["met"] else "NO",
         ]
         for r in rows
     ]

@@ -9,9 +9,10 @@ from bench.stats import median
 
 
 def _dequeue_latency_row(
-    workload: str, runs: list[dict[str, Any]], target: str, met: bool
+    workload: str, runs: list[dict[str, Any]], target: str, met: bool | None
 ) -> dict[str, Any]:
-    """A table row for a backlog workload: its dequeue latency, rate and target."""
+    """A table row for a backlog workload: its dequeue latency, rate and target (``met`` None:
+    a reference row, which has none)."""
     p99 = _med(runs, "latency_ms", "dequeue", "p99")
     return {
         "workload": workload,
@@ -151,10 +152,11 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
         )
     if w.get("filter"):
         b = w["filter"][0]
-        for runs, what in (
-            (b["runs"], "queue filter_key"),
-            (b.get("second_key", {}).get("runs", []), "queue's second filter key"),
-            (b.get("general", {}).get("runs", []), "no filter_key, tested row by row"),
+        for runs, what, held in (
+            (b["runs"], "queue filter_key", True),
+            (b.get("second_key", {}).get("runs", []), "queue's second filter key", True),
+            # The reference: a filter on a key the queue does not index, tested row by row.
+            (b.get("general", {}).get("runs", []), "key not indexed, tested row by row", False),
         ):
             p99 = _med(runs, "latency_ms", "dequeue", "p99")
             if p99 is not None:
@@ -162,8 +164,8 @@ def build_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
                     _dequeue_latency_row(
                         f"6b. metadata-filtered dequeue, {b['backlog']:,} pending ({what})",
                         runs,
-                        "p99 <= 20 ms",
-                        p99 <= 20,
+                        "p99 <= 20 ms" if held else "none (reference: what the index saves)",
+                        p99 <= 20 if held else None,
                     )
                 )
     if w.get("filter_or"):

@@ -224,6 +224,7 @@ admin_operations = st.one_of(
             kind=st.sampled_from(["simple", "exclusive", "fifo"]),
             exclusive_key=texts,
             filter_key=texts,
+            filter_keys=st.lists(texts, max_size=3) | texts,
             ordering=st.sampled_from(["priority", "due", "fifo"]) | texts,
             **_QUEUE_SETTINGS,
         ),

@@ -1,7 +1,7 @@
 """The clients and the command line with the claim's modes: a dequeue filter with a list of
 values (any of them), in ``dequeue``, ``ack_and_dequeue`` and ``sundial dequeue --metadata``
-repeated; a queue's ``ordering``, given at creation and read back (``sundial queue create
---ordering``: tests/test_cli.py). Against a real server."""
+repeated; a queue's ``ordering`` and ``filter_keys``, given at creation and read back
+(``sundial queue create --ordering``: tests/test_cli.py). Against a real server."""
 
 from __future__ import annotations
 
@@ -31,6 +31,23 @@ def test_a_list_in_the_filter_and_the_ordering(q: str, client: Client) -> None:
         q, [(m.id, m.lease_id) for m in leased], metadata={"tag": ["C", "Z"]}
     )
     assert [m.id for m in done.messages] == ["c"]
+
+
+def test_two_filter_keys(q: str, client: Client) -> None:
+    created = client.put_queue(q, filter_keys=["tag", "region"])
+    assert (created.filter_key, created.filter_keys) == ("tag", ["tag", "region"])
+    assert client.get_queue(q).filter_keys == ["tag", "region"]
+    client.enqueue_many(
+        q,
+        [
+            NewMessage(id="eu-2", priority=2, metadata={"tag": "A", "region": "eu"}),
+            NewMessage(id="us-1", priority=1, metadata={"tag": "A", "region": "us"}),
+            NewMessage(id="eu-3", priority=3, metadata={"region": "eu"}),
+        ],
+    )
+
+    leased = client.dequeue(q, 10, metadata={"region": "eu"})  # the second key's index
+    assert [m.id for m in leased] == ["eu-2", "eu-3"]
 
 
 async def test_the_async_client_takes_a_list(q: str, aclient: AsyncClient) -> None:
