@@ -49,6 +49,7 @@ def assert_guarantees(report: Report) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_guarantees_hold_under_every_fault() -> None:
     report = run_campaign(CampaignConfig(duration=45.0, seed=1))
     print(report.format())  # shown with -s, and by pytest when the test fails
@@ -68,6 +69,7 @@ def test_guarantees_hold_under_every_fault() -> None:
 
 @pytest.mark.slow
 @pytest.mark.ha
+@pytest.mark.serial
 def test_guarantees_hold_through_failover() -> None:
     faults = ("switchover", "leader_loss", "stop_standby", "kill_primary", "kill_server")
     report = run_campaign(CampaignConfig(ha=True, duration=40.0, seed=1, faults=faults))
@@ -197,6 +199,7 @@ async def _cut_off_the_leader() -> tuple[Any, float, str, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_scheduler_fails_over_when_the_leader_is_cut_off_from_the_database() -> None:
     successor, waited, state, late = asyncio.run(_cut_off_the_leader())
     assert state != "running", f"expired lease still running {late:.1f} s after its expiry"

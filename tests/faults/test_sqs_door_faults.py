@@ -898,6 +898,7 @@ async def _drain(campaign: Campaign) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_guarantees_hold_through_the_sqs_door_under_server_kills() -> None:
     """Nothing acknowledged is lost, a FIFO group never has two messages in flight and is
     received in send order, redrive follows maxReceiveCount, a deleted message stays deleted and

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from app.bootstrap.commands import main
 from app.embedded.formation import Formation
 
-pytestmark = [pytest.mark.slow, pytest.mark.ha]
+pytestmark = [pytest.mark.slow, pytest.mark.ha, pytest.mark.serial]
 
 
 def run(formation_dir: Path, *args: str) -> str:

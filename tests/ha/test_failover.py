@@ -30,7 +30,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.ha.conftest import FAILOVER_TIMEOUT, REJOIN_TIMEOUT, healthy, stored_ids
 from tests.processes import clean_env, free_port, sundial_serve, wait_ready
 
-pytestmark = [pytest.mark.slow, pytest.mark.ha]
+pytestmark = [pytest.mark.slow, pytest.mark.ha, pytest.mark.serial]
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 _ids = itertools.count()

@@ -28,7 +28,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.ha.conftest import stored_ids
 from tests.processes import clean_env, free_port, sundial_serve, wait_ready
 
-pytestmark = [pytest.mark.slow, pytest.mark.ha]
+pytestmark = [pytest.mark.slow, pytest.mark.ha, pytest.mark.serial]
 
 MESSAGES_PER_PRODUCER = 300
 PATIENT = RetryPolicy(attempts=100, max_seconds=60, initial_wait=0.05, max_wait=1)

@@ -31,7 +31,7 @@ from tests.pipeline.standalone import (
 from tests.pipeline.test_enqueue import _make_queue as make_queue
 from tests.pipeline.test_export_report import OPEN, REPORT, _normalised
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HISTORY = 3000
 
