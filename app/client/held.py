@@ -16,7 +16,7 @@ import httpx
 
 from app.client.async_client import AsyncClient
 from app.client.errors import ApiError, InvalidState, LeaseMismatch, NotFound
-from app.client.models import Leased
+from app.client.models import Leased, QueueOf
 
 log = logging.getLogger("sundial.worker")
 
@@ -39,8 +39,8 @@ class Holdings:
     """The held messages of one worker: ``waiting`` for a handler and ``running``, with their
     heartbeats (``extend`` every ``lease_seconds / 3``, counted with ``count``)."""
 
-    def __init__(self, queue: str, spawn: Spawn, count: Callable[..., None]) -> None:
-        self._queue = queue
+    def __init__(self, queue_of: QueueOf, spawn: Spawn, count: Callable[..., None]) -> None:
+        self._queue_of = queue_of
         self._spawn = spawn
         self._count = count
         self._client: AsyncClient | None = None
@@ -78,7 +78,8 @@ class Holdings:
         message = held.message
         if held.held and self._client is not None:
             try:
-                await self._client.extend(self._queue, message.id, message.lease_id, self._lease)
+                queue = self._queue_of(message)
+                await self._client.extend(queue, message.id, message.lease_id, self._lease)
                 self._count(heartbeats=1)
             except (LeaseMismatch, InvalidState, NotFound) as error:
                 held.held = False

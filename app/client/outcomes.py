@@ -15,7 +15,7 @@ import httpx
 from app.client import reply
 from app.client.async_client import AsyncClient
 from app.client.errors import ApiError, InvalidState, LeaseMismatch, NotFound
-from app.client.models import AckResult, Leased, Message
+from app.client.models import AckResult, Leased, Message, QueueOf
 
 MAX_ERROR_CHARS = 4000
 """Longest error text sent with a fail (the server keeps up to 4096)."""
@@ -35,22 +35,22 @@ class Retry(Exception):
 
 
 class Outcomes:
-    """Reports each message's outcome on ``queue`` and counts it with ``count`` (``completed``,
-    ``failed``, ``released`` or ``lost``)."""
+    """Reports each message's outcome on its queue (``queue_of``) and counts it with ``count``
+    (``completed``, ``failed``, ``released`` or ``lost``)."""
 
-    def __init__(self, client: AsyncClient, queue: str, count: Callable[..., None]) -> None:
+    def __init__(self, client: AsyncClient, queue_of: QueueOf, count: Callable[..., None]) -> None:
         self._client = client
-        self._queue = queue
+        self._queue_of = queue_of
         self._count = count
 
     def wants_reply(self, message: Leased) -> bool:
         """Whether ``message`` asks for its handler's result (a :meth:`Client.call`)."""
-        return reply.reply_address(self._queue, message) is not None
+        return reply.reply_address(self._queue_of(message), message) is not None
 
     async def send_reply(self, message: Leased, result: Any) -> bool:
         """Send the handler's ``result`` where ``message`` asks; whether it was sent (if not,
         the message is not completed: its lease expires and it runs again)."""
-        address = reply.reply_address(self._queue, message)
+        address = reply.reply_address(self._queue_of(message), message)
         if address is None:
             return True
         try:
@@ -89,11 +89,12 @@ class Outcomes:
         delay = error.delay_seconds if isinstance(error, Retry) else None
         log.info("handler failed on %s (attempt %d): %s", message.id, message.attempt, text)
         try:
+            queue = self._queue_of(message)
             failed: Message = await self._client.fail(
-                self._queue, message.id, message.lease_id, text, retry_delay_seconds=delay
+                queue, message.id, message.lease_id, text, retry_delay_seconds=delay
             )
             self._count(failed=1)
-            address = reply.reply_address(self._queue, message)
+            address = reply.reply_address(queue, message)
             if failed.state == "errored" and address is not None:
                 reply_to = [reply.reply_message(message.id, error=text)]
                 await self._client.enqueue_many(address, reply_to)
@@ -107,7 +108,11 @@ class Outcomes:
         """Give an unfinished message back now rather than when its lease expires."""
         try:
             await self._client.fail(
-                self._queue, message.id, message.lease_id, RELEASE_ERROR, retry_delay_seconds=0
+                self._queue_of(message),
+                message.id,
+                message.lease_id,
+                RELEASE_ERROR,
+                retry_delay_seconds=0,
             )
             self._count(released=1)
         except (httpx.TransportError, ApiError) as error:

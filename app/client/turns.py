@@ -3,10 +3,12 @@ they take next (:class:`Turns`, the lease loop of :class:`~app.client.worker.Wor
 
 A turn is one request: ``POST …/ack`` with ``dequeue`` when there is something to acknowledge
 (completions and the next leases in one transaction), else a dequeue, which long-polls when
-nothing else is on its way. Up to :data:`TURNS_IN_FLIGHT` are on their way at once; how many
-messages each asks for is :mod:`app.client.lease_ahead`'s. A turn the server refuses for good
-(the queue deleted, the token revoked) stops the worker; one that cannot reach it is tried
-again after a backoff.
+nothing else is on its way. A worker on several queues leases from all of them, in their order,
+with ``POST /v1/namespaces/{ns}/dequeue``, and acknowledges in turns of their own: ``POST …/ack``
+on each queue that has completions (no request acknowledges on one queue and leases on several).
+Up to :data:`TURNS_IN_FLIGHT` are on their way at once; how many messages each asks for is
+:mod:`app.client.lease_ahead`'s. A turn the server refuses for good (the queue deleted, the token
+revoked) stops the worker; one that cannot reach it is tried again after a backoff.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from app.client.calls import DequeueFilter
 from app.client.errors import ApiError, RateLimited, Unavailable
 from app.client.held import Holdings
 from app.client.lease_ahead import LeaseAhead
-from app.client.models import Acknowledged, Leased
+from app.client.models import Acknowledged, Leased, LeasedFrom
 from app.client.outcomes import Outcomes
 
 log = logging.getLogger("sundial.worker")
@@ -42,7 +44,7 @@ class Turns:
     """The lease loop of a worker; the worker provides the messages it holds, what finished,
     and how a leased message is taken on."""
 
-    queue: str
+    queues: list[str]
     burst: bool
     wait_seconds: int
     batch_size: int
@@ -91,6 +93,9 @@ class Turns:
                 await self._next_turn()
                 continue
             acks = self._take_finished()
+            if acks and len(self.queues) > 1:
+                self._start_turn(client, acks, 0, False)  # acknowledgements alone
+                continue
             long_poll = not acks and not self._turns and not self.burst
             if not acks and not long_poll and (self._turns or self._dry):
                 # A dequeue without a wait while another turn is on its way, or once the
@@ -141,7 +146,7 @@ class Turns:
                     self._outcomes.unacknowledged(acks, error)
                 if self._fatal is None:
                     self._fatal = error
-                    log.error("worker on %s cannot go on: %s", self.queue, error)
+                    log.error("worker on %s cannot go on: %s", self, error)
                 self._stopping.set()  # as stop() does: running handlers finish and complete
                 self._turn.set()
                 return
@@ -169,17 +174,29 @@ class Turns:
         self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
     ) -> list[Leased]:
         """Acknowledge ``acks`` and lease up to ``count`` messages in one call, or, with
-        nothing to acknowledge, a dequeue (waiting for a message if ``long_poll``)."""
+        nothing to acknowledge, a dequeue (waiting for a message if ``long_poll``). On several
+        queues (never with ``acks``: they go in turns of their own), one dequeue of them all."""
+        if len(self.queues) > 1:
+            leased: list[Leased] = []
+            leased += await client.dequeue_many(
+                self.queues,
+                count,
+                wait_seconds=self.wait_seconds if long_poll else 0,
+                lease_seconds=self._lease,
+                metadata=self.metadata,
+            )
+            return leased
+        [queue] = self.queues
         if not acks:
             return await client.dequeue(
-                self.queue,
+                queue,
                 count,
                 wait_seconds=self.wait_seconds if long_poll else 0,
                 lease_seconds=self._lease,
                 metadata=self.metadata,
             )
         answer: Acknowledged = await client.ack_and_dequeue(
-            self.queue,
+            queue,
             complete=[(m.id, m.lease_id) for m in acks],
             count=count,
             lease_seconds=self._lease,
@@ -201,10 +218,22 @@ class Turns:
         return taken
 
     async def _acknowledge(self, client: AsyncClient, acks: list[Leased]) -> None:
-        """Complete ``acks`` in one request (no lease asked)."""
-        try:
-            results = await client.ack(self.queue, complete=[(m.id, m.lease_id) for m in acks])
-        except (httpx.TransportError, ApiError) as error:
-            self._outcomes.unacknowledged(acks, error)
-            return
-        self._outcomes.acknowledged(acks, results)
+        """Complete ``acks`` (no lease asked): one request per queue they belong to."""
+        for queue, group in self._by_queue(acks).items():
+            try:
+                results = await client.ack(queue, complete=[(m.id, m.lease_id) for m in group])
+            except (httpx.TransportError, ApiError) as error:
+                self._outcomes.unacknowledged(group, error)
+                continue
+            self._outcomes.acknowledged(group, results)
+
+    def _by_queue(self, messages: list[Leased]) -> dict[str, list[Leased]]:
+        """``messages`` grouped by the queue each is acknowledged on, in order."""
+        groups: dict[str, list[Leased]] = {}
+        for message in messages:
+            groups.setdefault(self._queue_of(message), []).append(message)
+        return groups
+
+    def _queue_of(self, message: Leased) -> str:
+        """The queue ``message`` is acknowledged on: the one it was leased from."""
+        return message.queue if isinstance(message, LeasedFrom) else self.queues[0]

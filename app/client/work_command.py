@@ -36,7 +36,14 @@ def load_handler(spec: str) -> Any:
 
 
 @click.command()
-@click.option("--queue", required=True, metavar="NAMESPACE/QUEUE", help="The queue to consume.")
+@click.option(
+    "--queue",
+    "queues",
+    required=True,
+    multiple=True,
+    metavar="NAMESPACE/QUEUE",
+    help="The queue to consume (repeat for several of one namespace, first served first).",
+)
 @click.option("--handler", required=True, metavar="MODULE:FUNCTION", help="Called per message.")
 @click.option("--concurrency", default=1, show_default=True, help="Handlers running at once.")
 @click.option(
@@ -62,7 +69,7 @@ def load_handler(spec: str) -> Any:
 @click.option("--log-level", default="INFO", show_default=True)
 @server_options
 def work(
-    queue: str,
+    queues: tuple[str, ...],
     handler: str,
     concurrency: int,
     prefetch: int | None,
@@ -75,7 +82,7 @@ def work(
     url: str,
     token: str | None,
 ) -> None:
-    """Consume QUEUE: lease, run the handler, heartbeat, complete or fail; stop on SIGTERM.
+    """Consume the queues: lease, run the handler, heartbeat, complete or fail; stop on SIGTERM.
 
     The handler takes the leased message (``message.payload``, ``.metadata``, ``.attempt``);
     returning completes it, raising fails the attempt with the exception's text.
@@ -87,7 +94,7 @@ def work(
     )
     function = load_handler(handler)
     worker = Worker(
-        queue,
+        queues[0] if len(queues) == 1 else queues,
         function,
         url=url,
         token=token,

@@ -36,7 +36,7 @@ import functools
 import inspect
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -78,10 +78,13 @@ class WorkerStats:
 
 
 class Worker(Turns):
-    """Consumes one queue with a handler.
+    """Consumes a queue, or several of one namespace, with a handler.
 
     Args:
-        queue: ``"namespace/queue"``.
+        queue: ``"namespace/queue"``, or a list of queues of one namespace, consumed in their
+            order: the first's messages first, the next one's when the first has none ready
+            (:meth:`~app.client.Client.dequeue_many`). Each message is completed, failed and
+            extended on the queue it came from.
         handler: a function or coroutine function taking a :class:`~app.client.models.Leased`
             message. Returning completes the message (the value is the reply to a
             :meth:`~app.client.Client.call`); raising fails the attempt with the exception's
@@ -92,8 +95,8 @@ class Worker(Turns):
         concurrency: handlers running at once (sync handlers run in a thread pool that size).
         batch_size: most messages leased per request (default: the free slots, ≤ 100).
         wait_seconds: long-poll wait per dequeue (≤ 20).
-        lease_seconds: the lease each dequeue asks for; default the queue's. Heartbeats extend
-            it every third of it.
+        lease_seconds: the lease each dequeue asks for; default the queue's (of several, the
+            shortest). Heartbeats extend it every third of it.
         metadata: only lease messages whose metadata has all these pairs (a list of values:
             any of them).
         shutdown_timeout: seconds running handlers get to finish after stop() before their
@@ -108,7 +111,7 @@ class Worker(Turns):
 
     def __init__(
         self,
-        queue: str,
+        queue: str | Sequence[str],
         handler: Handler,
         *,
         client: AsyncClient | None = None,
@@ -125,7 +128,9 @@ class Worker(Turns):
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self.queue = queue
+        self.queues = [queue] if isinstance(queue, str) else list(queue)
+        if not self.queues:
+            raise ValueError("a worker needs at least one queue")
         self.handler = handler
         self.concurrency = concurrency
         self.batch_size = min(batch_size or 100, 100)
@@ -153,10 +158,13 @@ class Worker(Turns):
         self._background: set[asyncio.Task[None]] = set()
         """Failures, releases, replies, heartbeats and lone acknowledgements on their way."""
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._held = Holdings(queue, self._spawn, self._count)
+        self._held = Holdings(self._queue_of, self._spawn, self._count)
         self._is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004 - an async callable object
         )
+
+    def __str__(self) -> str:
+        return ", ".join(self.queues)
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -229,18 +237,18 @@ class Worker(Turns):
         """
         self._loop = asyncio.get_running_loop()
         client = self._client or AsyncClient(self._url, self._token)
-        self._outcomes = Outcomes(client, self.queue, self._count)
+        self._outcomes = Outcomes(client, self._queue_of, self._count)
         if not self._is_async:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 self.concurrency, thread_name_prefix="sundial-handler"
             )
         try:
-            lease = self.lease_seconds or (await client.get_queue(self.queue)).lease_seconds
+            lease = self.lease_seconds or min(
+                [(await client.get_queue(queue)).lease_seconds for queue in self.queues]
+            )
             self._lease = lease
             self._held.attach(client, lease)
-            log.info(
-                "worker on %s: concurrency %d, lease %d s", self.queue, self.concurrency, lease
-            )
+            log.info("worker on %s: concurrency %d, lease %d s", self, self.concurrency, lease)
             await self._lease_loop(client)
             await self._drain(client)
             if self._fatal is not None:
@@ -250,7 +258,7 @@ class Worker(Turns):
                 self._executor.shutdown(wait=False, cancel_futures=True)
             if self._owns_client:
                 await client.aclose()
-        log.info("worker on %s stopped: %s", self.queue, self.stats)
+        log.info("worker on %s stopped: %s", self, self.stats)
         return self.stats
 
     async def _drain(self, client: AsyncClient) -> None:

@@ -123,7 +123,7 @@ async def test_a_held_message_keeps_its_lease_while_it_waits(q: str, aclient: As
         if len(beats) >= 6:
             six_beats.set()
 
-    holdings = Holdings(q, spawn, count)
+    holdings = Holdings(lambda _message: q, spawn, count)
     holdings.attach(aclient, 1)
     held = holdings.hold(message)
     await asyncio.wait_for(six_beats.wait(), TIMEOUT)
