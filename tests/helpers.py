@@ -161,3 +161,11 @@ async def count_messages(engine: AsyncEngine, queue_id: int) -> int:
     return await scalar(
         engine, "SELECT count(*) FROM messages WHERE queue_id = :queue_id", queue_id=queue_id
     )
+
+
+def index_scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every index scan node of an EXPLAIN (FORMAT JSON) plan."""
+    found = [plan] if "Index Name" in plan else []
+    for child in plan.get("Plans", []):
+        found.extend(index_scans(child))
+    return found

@@ -5,24 +5,10 @@ them, and ``sundial work --queue A --queue B``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from app.client import AsyncClient, Client, Leased, LeasedFrom, NewMessage, Worker
 from tests.client.test_cli import sundial  # noqa: F401 - the fixture
-
-TIMEOUT = 15.0
-
-
-@asynccontextmanager
-async def running(worker: Worker) -> AsyncIterator[Worker]:
-    """Run ``worker`` in a task; stop it and check it ended cleanly on exit."""
-    task = asyncio.create_task(worker.run_async())
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        await asyncio.wait_for(task, TIMEOUT)
+from tests.client.test_worker import TIMEOUT, running
 
 
 async def test_the_first_queue_is_served_first_and_each_message_completed_where_it_came_from(

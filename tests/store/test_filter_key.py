@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.models import MessageChanges, NewMessage, Queue
 from app.core.service import QueueService
 from app.store.sql.claim import messages_claim
-from tests.helpers import fetch, make_queue
+from tests.helpers import fetch, index_scans, make_queue
 
 NS = "ns"
 
@@ -125,14 +125,6 @@ async def test_exclusive_queue_with_a_filter_key_still_runs_one_per_value(
     assert await leased_ids(service, "x", 10, tenant="a") == []  # p1 is running
 
 
-def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every index scan node of an EXPLAIN (FORMAT JSON) plan."""
-    found = [plan] if "Index Name" in plan else []
-    for child in plan.get("Plans", []):
-        found.extend(_scans(child))
-    return found
-
-
 async def _explain_claim(engine: AsyncEngine, statement: sa.TextClause, queue: Queue) -> Any:
     params = {
         "queue_id": queue.id,
@@ -162,8 +154,8 @@ async def test_the_keyed_claim_reads_only_matching_rows(
 
     keyed_claim = messages_claim(count=1, keyed=True)
     walking_claim = messages_claim(count=1, filtered=True)
-    keyed = _scans(await _explain_claim(engine, keyed_claim, queue))
-    walk = _scans(await _explain_claim(engine, walking_claim, queue))
+    keyed = index_scans(await _explain_claim(engine, keyed_claim, queue))
+    walk = index_scans(await _explain_claim(engine, walking_claim, queue))
 
     [ready] = [s for s in keyed if s["Index Name"] == "messages_filter_pending_idx"]
     assert ready["Actual Rows"] == 1

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.models import MessageChanges, NewMessage, Queue
 from app.core.service import QueueService
 from app.store.sql.claim import messages_claim
-from tests.helpers import fetch, make_queue
+from tests.helpers import fetch, index_scans, make_queue
 from tests.periodic.helpers import make_job, set_next_run, tick
 
 NS = "ns"
@@ -124,14 +124,6 @@ async def test_a_filter_on_the_second_key_is_answered_from_its_column(
     assert await leased_ids(service, "q", 1, region="elsewhere") == ["m"]
 
 
-def _scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every index scan node of an EXPLAIN (FORMAT JSON) plan."""
-    found = [plan] if "Index Name" in plan else []
-    for child in plan.get("Plans", []):
-        found.extend(_scans(child))
-    return found
-
-
 async def test_the_claim_on_the_second_key_reads_only_matching_rows(
     service: QueueService, engine: AsyncEngine
 ) -> None:
@@ -160,9 +152,8 @@ async def test_the_claim_on_the_second_key_reads_only_matching_rows(
         async with engine.connect() as conn:  # rolled back: nothing is leased
             (plan,) = (await conn.execute(explain, params)).scalar_one()
             await conn.rollback()
-        walks = [
-            s for s in _scans(plan["Plan"]) if s["Index Name"] == "messages_filter_2_pending_idx"
-        ]
+        index = "messages_filter_2_pending_idx"
+        walks = [s for s in index_scans(plan["Plan"]) if s["Index Name"] == index]
         # One walk per value, each stopping at its first match, none passing over another row.
         assert [w["Actual Rows"] * w["Actual Loops"] for w in walks] == [1 if keyed is True else 2]
         assert all(w.get("Rows Removed by Filter", 0) == 0 for w in walks)
