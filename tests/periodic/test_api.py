@@ -48,7 +48,13 @@ async def test_create_read_list_change_delete(alpha: Caller, queue: str) -> None
 
     again = await alpha.put(f"{BASE}/nightly", json=JOB)
     assert again.status_code == 200
-    assert again.json()["next_run_at"] == body["next_run_at"]
+    assert again.json() == body  # the same spec again changes nothing, updated_at included
+    changed = await alpha.put(f"{BASE}/nightly", json={**JOB, "priority": 7})
+    assert changed.json()["updated_at"] > body["updated_at"]
+    assert changed.json()["next_run_at"] == body["next_run_at"]
+    restored = (await alpha.put(f"{BASE}/nightly", json=JOB)).json()
+    same = await alpha.patch(f"{BASE}/nightly", json={"paused": False, "priority": 3})
+    assert same.json() == restored  # a PATCH that changes nothing leaves updated_at
 
     got = await alpha.get(f"{BASE}/nightly")
     assert got.status_code == 200

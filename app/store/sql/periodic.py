@@ -31,6 +31,25 @@ _TARGET_EXISTS = """EXISTS (
     WHERE q.namespace = CAST(:namespace AS text) AND q.name = CAST(:queue AS text)
       AND n.state = 'active')"""
 
+_SPEC_COLUMNS = (
+    "queue",
+    "schedule",
+    "timezone",
+    "payload",
+    "metadata",
+    "priority",
+    "ttl_seconds",
+    "max_attempts",
+    "lease_seconds",
+    "paused",
+)
+
+
+def _spec_of(row: str) -> str:
+    """The spec columns of ``row``, in :data:`_SPEC_PARAMS`'s order (to compare the two)."""
+    return ", ".join(f"{row}.{column}" for column in _SPEC_COLUMNS)
+
+
 _SPEC_PARAMS = """CAST(:queue AS text), CAST(:schedule AS text), CAST(:timezone AS text),
     CAST(:payload AS jsonb), CAST(:metadata AS jsonb), CAST(:priority AS bigint),
     CAST(:ttl_seconds AS integer), CAST(:max_attempts AS integer),
@@ -39,7 +58,8 @@ _SPEC_PARAMS = """CAST(:queue AS text), CAST(:schedule AS text), CAST(:timezone 
 # Create a job, or bring an existing one to the given spec (PUT). Its next_run_at is the first
 # tick after the database's now() (:next_run_at, computed from DATABASE_NOW) when it is new, when
 # its schedule or time zone changed, or when it is resumed (ticks missed while paused are not
-# fired); otherwise it keeps its place. Nothing is written when the target queue does not exist.
+# fired); otherwise it keeps its place. updated_at moves only when the spec changes: the same PUT
+# again changes nothing. Nothing is written when the target queue does not exist.
 PERIODIC_JOB_PUT: Final[TextClause] = text(
     f"""
     INSERT INTO periodic_jobs AS j (namespace, name, queue, schedule, timezone, payload, metadata,
@@ -57,15 +77,17 @@ PERIODIC_JOB_PUT: Final[TextClause] = text(
             WHEN j.schedule = EXCLUDED.schedule AND j.timezone = EXCLUDED.timezone
                  AND NOT (j.paused AND NOT EXCLUDED.paused)
             THEN j.next_run_at ELSE EXCLUDED.next_run_at END,
-        updated_at = now()
+        updated_at = CASE
+            WHEN ({_spec_of("j")}) IS NOT DISTINCT FROM ({_spec_of("EXCLUDED")})
+            THEN j.updated_at ELSE now() END
     RETURNING {_COLUMNS}, (xmax = 0) AS created
     """
 )
 
 # Bring an existing job to a spec (PATCH: the spec is the job as read with the changes applied),
 # guarded by the updated_at it was read with: a change made in between matches nothing (the
-# service reads again). next_run_at as in PERIODIC_JOB_PUT. Nothing is written when the target
-# queue does not exist.
+# service reads again). next_run_at and updated_at as in PERIODIC_JOB_PUT. Nothing is written
+# when the target queue does not exist.
 PERIODIC_JOB_REPLACE_IF_UNCHANGED: Final[TextClause] = text(
     f"""
     UPDATE periodic_jobs j
@@ -75,7 +97,8 @@ PERIODIC_JOB_REPLACE_IF_UNCHANGED: Final[TextClause] = text(
             WHEN j.schedule = CAST(:schedule AS text) AND j.timezone = CAST(:timezone AS text)
                  AND NOT (j.paused AND NOT CAST(:paused AS boolean))
             THEN j.next_run_at ELSE CAST(:next_run_at AS timestamptz) END,
-        updated_at = now()
+        updated_at = CASE WHEN ({_spec_of("j")}) IS NOT DISTINCT FROM ({_SPEC_PARAMS})
+                          THEN j.updated_at ELSE now() END
     WHERE j.namespace = CAST(:namespace AS text) AND j.name = CAST(:name AS text)
       AND j.updated_at = CAST(:expected_updated_at AS timestamptz)
       AND {_TARGET_EXISTS}
