@@ -15,10 +15,11 @@ everything. Every answer must
 
 So that the fuzzer reaches the real handlers and not only 404s, each test's database holds
 namespaces ``alpha`` and ``scratch``, each with a namespace token and two queues, ``simple`` and
-``exclusive``, holding messages ``m0``..``m7`` (three running, one canceled, the rest pending);
-the test steers most generated path parameters (``ns``, ``queue``, ``message_id``, ``token_id``)
-to those names, and half of the lease-taking calls (complete, fail, extend, cancel) to a running
-message with its current lease.
+``exclusive``, holding messages ``m0``..``m7`` (three running, one canceled, the rest pending),
+a topic ``orders`` both queues subscribe to (``exclusive`` on tags of ``customer``) and a
+periodic job ``nightly`` on ``simple``; the test steers most generated path parameters (``ns``,
+``queue``, ``message_id``, ``token_id``, ``topic``, ``name``) to those names, and half of the
+lease-taking calls (complete, fail, extend, cancel) to a running message with its current lease.
 
 (``schemathesis.pytest.from_fixture``, the lazy loader, is not used: with pytest 9.2 it fails
 on ``Function._nodeid``, which pytest no longer has.)
@@ -77,6 +78,8 @@ QUEUES: dict[str, dict[str, Any]] = {
 MESSAGE_IDS = [f"m{i}" for i in range(8)]
 RUNNING = 3
 LEASE_OPERATIONS = ("/complete", "/fail", "/extend", "/cancel")
+TOPIC = "orders"
+JOB = "nightly"
 
 
 def _document() -> dict[str, Any]:
@@ -134,6 +137,18 @@ class Data:
                 assert len(self.leases[ns, queue]) == RUNNING
                 waiting = [m for m in MESSAGE_IDS if m not in dict(self.leases[ns, queue])]
                 self.call("POST", f"{base}/messages/{waiting[-1]}/cancel", expect=200, json={})
+            subscriptions = [
+                "simple",
+                {"queue": "exclusive", "tag_key": "customer", "tags": MESSAGE_IDS[:2]},
+            ]
+            self.call(
+                "PUT",
+                f"/v1/namespaces/{ns}/topics/{TOPIC}",
+                expect=201,
+                json={"subscriptions": subscriptions},
+            )
+            job = {"queue": "simple", "schedule": "0 3 * * *", "payload": {"nightly": True}}
+            self.call("PUT", f"/v1/namespaces/{ns}/periodic/{JOB}", expect=201, json=job)
 
     def known(self, parameter: str) -> list[str]:
         """The existing values a path parameter can be steered to."""
@@ -142,6 +157,8 @@ class Data:
             "queue": list(QUEUES),
             "message_id": MESSAGE_IDS,
             "token_id": self.token_ids,
+            "topic": [TOPIC],
+            "name": [JOB],
         }.get(parameter, [])
 
     def steer(self, case: schemathesis.Case) -> None:
