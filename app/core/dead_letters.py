@@ -53,12 +53,7 @@ def respawn(
         ValidationError: naming the field.
     """
     validation.integer("delay_seconds", delay_seconds, 0, validation.MAX_DELAY_SECONDS)
-    if ttl_seconds is not None and expires_at is not None:
-        raise ValidationError("expires_at", "give ttl_seconds or expires_at, not both")
-    if ttl_seconds is not None:
-        validation.integer("ttl_seconds", ttl_seconds, 1, validation.MAX_RETENTION_SECONDS)
-    if expires_at is not None:
-        validation.timestamp("expires_at", expires_at)
+    validation.expiry(ttl_seconds, expires_at)
     return Respawn(delay_seconds, ttl_seconds, expires_at)
 
 

@@ -135,16 +135,33 @@ def timestamp(field: str, value: datetime) -> datetime:
     return value
 
 
-def metadata(field: str, value: Mapping[str, str]) -> dict[str, str]:
-    """At most 16 string pairs, key 1-64 characters, value up to 256, no NUL."""
+def _metadata_keys(field: str, value: Mapping[str, object]) -> None:
+    """At most 16 pairs, each key 1-64 characters without NUL."""
     if len(value) > MAX_METADATA_PAIRS:
         raise ValidationError(field, f"must have at most {MAX_METADATA_PAIRS} pairs")
-    for key, item in value.items():
+    for key in value:
         if not key:
             raise ValidationError(field, "keys must not be empty")
         text(f"{field}.{key}", key, MAX_METADATA_KEY)
+
+
+def metadata(field: str, value: Mapping[str, str]) -> dict[str, str]:
+    """At most 16 string pairs, key 1-64 characters, value up to 256, no NUL."""
+    _metadata_keys(field, value)
+    for key, item in value.items():
         text(f"{field}.{key}", item, MAX_METADATA_VALUE)
     return dict(value)
+
+
+def dequeue_request(
+    count: int, lease_seconds: int | None, filter_: Mapping[str, FilterValue], prefix: str = ""
+) -> dict[str, FilterValue]:
+    """A dequeue's ``count``, ``lease_seconds`` and metadata filter, the fields named after
+    ``prefix`` (``"dequeue."`` in an acknowledgement); returns the checked filter."""
+    integer(f"{prefix}count", count, 1, MAX_BATCH_DEQUEUE)
+    if lease_seconds is not None:
+        integer(f"{prefix}lease_seconds", lease_seconds, 1, MAX_LEASE_SECONDS)
+    return dequeue_filter(f"{prefix}metadata", filter_)
 
 
 def dequeue_filter(field: str, value: Mapping[str, FilterValue]) -> dict[str, FilterValue]:
@@ -154,14 +171,10 @@ def dequeue_filter(field: str, value: Mapping[str, FilterValue]) -> dict[str, Fi
     repeats, and a list of one value as that value; the lists of one filter may make at most
     :data:`MAX_FILTER_VALUES` combinations. The same rules for every dequeue: REST, the ack's
     next dequeue, long polls."""
-    if len(value) > MAX_METADATA_PAIRS:
-        raise ValidationError(field, f"must have at most {MAX_METADATA_PAIRS} pairs")
+    _metadata_keys(field, value)
     checked: dict[str, FilterValue] = {}
     combinations = 1
     for key, item in value.items():
-        if not key:
-            raise ValidationError(field, "keys must not be empty")
-        text(f"{field}.{key}", key, MAX_METADATA_KEY)
         if isinstance(item, str):
             checked[key] = text(f"{field}.{key}", item, MAX_METADATA_VALUE)
             continue
@@ -247,6 +260,17 @@ def states(field: str, values: Sequence[str]) -> tuple[State, ...]:
     return tuple(result)
 
 
+def expiry(ttl_seconds: int | None, expires_at: datetime | None, prefix: str = "") -> None:
+    """A message's expiry: a TTL of 1 s to 10 years or a time (not both), the fields named after
+    ``prefix``."""
+    if ttl_seconds is not None and expires_at is not None:
+        raise ValidationError(f"{prefix}expires_at", "give ttl_seconds or expires_at, not both")
+    if ttl_seconds is not None:
+        integer(f"{prefix}ttl_seconds", ttl_seconds, 1, MAX_RETENTION_SECONDS)
+    if expires_at is not None:
+        timestamp(f"{prefix}expires_at", expires_at)
+
+
 def new_message(field: str, message: NewMessage, config: QueueConfig, limits: Limits) -> NewMessage:
     """Check one message of an enqueue batch against the rules and its queue's configuration."""
     if message.id is not None:
@@ -262,12 +286,7 @@ def new_message(field: str, message: NewMessage, config: QueueConfig, limits: Li
         integer(f"{field}.delay_seconds", message.delay_seconds, 0, MAX_DELAY_SECONDS)
     if message.visible_at is not None:
         timestamp(f"{field}.visible_at", message.visible_at)
-    if message.ttl_seconds is not None and message.expires_at is not None:
-        raise ValidationError(f"{field}.expires_at", "give ttl_seconds or expires_at, not both")
-    if message.ttl_seconds is not None:
-        integer(f"{field}.ttl_seconds", message.ttl_seconds, 1, MAX_RETENTION_SECONDS)
-    if message.expires_at is not None:
-        timestamp(f"{field}.expires_at", message.expires_at)
+    expiry(message.ttl_seconds, message.expires_at, prefix=f"{field}.")
     if message.max_attempts is not None:
         integer(f"{field}.max_attempts", message.max_attempts, 1, MAX_ATTEMPTS)
     if message.lease_seconds is not None:

@@ -61,7 +61,7 @@ def claim_sql(
 
 
 @dataclass(frozen=True, slots=True)
-class FilterVariant:
+class _FilterVariant:
     """How a claim matches a dequeue's metadata filter (:func:`messages_claim`'s arguments)."""
 
     keyed: Match = False
@@ -71,7 +71,7 @@ class FilterVariant:
 
 def _filter_params(
     filter_keys: Sequence[str], metadata: Mapping[str, FilterValue], params: dict[str, Any]
-) -> FilterVariant:
+) -> _FilterVariant:
     """The claim variant a dequeue's metadata filter takes, its parameters added to
     ``params``. A pair on one of the queue's indexed keys (the first the filter names, in the
     queue's order) takes the index of that key's values (one value, or any of a list); the
@@ -81,26 +81,26 @@ def _filter_params(
     value = metadata[key] if key is not None else None
     keyed: Match = False if value is None else True if isinstance(value, str) else "any"
     second = key is not None and key != filter_keys[0]
-    if keyed is True:
+    if isinstance(value, str):
         params["filter_value"] = value
-    elif keyed == "any":
-        params["filter_values"] = list(value or ())
+    elif value is not None:
+        params["filter_values"] = list(value)
     others = {k: v for k, v in metadata.items() if keyed is False or k != key}
     if not others:
-        return FilterVariant(keyed, False, second)
+        return _FilterVariant(keyed, False, second)
     if all(isinstance(v, str) for v in others.values()):
         # The whole filter (the key's single value too, as before: it matches anyway).
         whole = others if keyed == "any" else metadata
         params["filter"] = _json.encode(whole).decode()
-        return FilterVariant(keyed, True, second)
-    params["filters"] = filter_alternatives(others)
-    return FilterVariant(keyed, "any", second)
+        return _FilterVariant(keyed, True, second)
+    params["filters"] = _filter_alternatives(others)
+    return _FilterVariant(keyed, "any", second)
 
 
-_UNFILTERED = FilterVariant()
+_UNFILTERED = _FilterVariant()
 
 
-def filter_alternatives(pairs: Mapping[str, FilterValue]) -> list[str]:
+def _filter_alternatives(pairs: Mapping[str, FilterValue]) -> list[str]:
     """Every combination of a filter's values, one JSON object each: a row matches the filter
     when its metadata holds one of them (``metadata @> ANY``); validation.dequeue_filter bounds
     their number."""

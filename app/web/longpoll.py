@@ -22,8 +22,8 @@ woken waiter that finds nothing parks again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from litestar.types import Receive
 
@@ -45,6 +45,8 @@ class WaitingDequeue(Protocol):
     @property
     def metadata(self) -> Mapping[str, FilterValue]: ...
 
+
+T = TypeVar("T")
 
 DUE_RETRY_SECONDS = 0.05
 """How soon a request looks again when a delayed message is due but was not its to take."""
@@ -101,37 +103,66 @@ async def dequeue(
         namespace, queue_name, count=count, lease_seconds=lease, metadata=metadata
     )
     registry = waiters_of(plan.queue)
+    # Each look after waking checks that the queue is still as planned (paused, resumed,
+    # reconfigured or deleted meanwhile: see QueueService.dequeue_planned).
+    return await wait_and_lease(
+        registry,
+        (plan.queue.id,),
+        look=lambda: service.dequeue_planned(plan),
+        next_due=lambda: service.next_due_in(plan),
+        count=plan.count,
+        wait=wait,
+        moved=lambda: waiters_of(plan.queue) is not registry,
+        receive=receive,
+    )
+
+
+async def wait_and_lease(
+    registry: WaiterRegistry,
+    queue_ids: Sequence[int],
+    *,
+    look: Callable[[], Awaitable[list[T]]],
+    next_due: Callable[[], Awaitable[float | None]],
+    count: int,
+    wait: int,
+    moved: Callable[[], bool],
+    receive: Receive | None,
+) -> list[T]:
+    """The waiting loop of a long poll on ``queue_ids`` (one queue, or several of one pool):
+    ``look`` (lease what is ready) until it leases something, the ``wait`` seconds are up, the
+    client leaves, the server shuts down, or the queues' namespace ``moved`` to another pool
+    (whose notifications the client's next long poll waits for); between looks, park until
+    woken or until ``next_due`` (seconds until a delayed message becomes visible)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     watcher: asyncio.Task[None] | None = None
-    leased: list[LeasedMessage] = []
-    hand_on = False  # wake the next waiter, once this request has left the queue's waiters
-    with registry.subscribe(plan.queue.id) as waiter:
+    leased: list[T] = []
+    pass_on = False  # wake the next waiters, once this request has left the queues' waiters
+    with registry.subscribe_many(queue_ids) as waiter:
         try:
             while not waiter.closed:
-                leased = await service.dequeue_planned(plan)
+                leased = await look()
                 remaining = deadline - loop.time()
-                hand_on = len(leased) == plan.count  # more may be ready
-                if leased or remaining <= 0 or waiters_of(plan.queue) is not registry:
-                    # (The last: its namespace moved to another pool, whose notifications the
-                    # client's next long poll waits for.)
+                if leased or remaining <= 0 or moved():
+                    # A full batch means more may be ready; a wake-up that came during the
+                    # look may be for what it did not see.
+                    pass_on = len(leased) == count or waiter.woken
                     break
-                if await registry.before_park(plan.queue.id):
+                registered = [await registry.before_park(queue_id) for queue_id in queue_ids]
+                if any(registered):
                     continue  # just registered: look once more before parking
                 if watcher is None and receive is not None:
                     watcher = asyncio.create_task(watch_disconnect(receive, waiter))
-                # Each look after waking checks that the queue is still as planned (paused,
-                # resumed, reconfigured or deleted meanwhile: see QueueService.dequeue_planned).
-                due = await service.next_due_in(plan)
-                await waiter.wait(park_seconds(registry, due, remaining))
+                await waiter.wait(park_seconds(registry, await next_due(), remaining))
             else:
-                hand_on = waiter.woken  # leaving without looking: another looks
+                pass_on = waiter.woken  # leaving without looking: others look
         finally:
             if watcher is not None:
                 watcher.cancel()
-    # Passed on while this request was still one of the queue's waiters, the wake-up could
+    # Passed on while this request was still one of the queues' waiters, the wake-up could
     # wake this request itself (the next in line when no other is parked) and be lost until
     # the fallback timer.
-    if hand_on:
-        registry.pass_on(plan.queue.id)
+    if pass_on:
+        for queue_id in queue_ids:
+            registry.pass_on(queue_id)
     return leased

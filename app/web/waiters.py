@@ -189,20 +189,9 @@ class WaiterRegistry:
             for waiter in waiters:
                 waiter.close()
 
-    @contextlib.contextmanager
-    def subscribe(self, queue_id: int) -> Iterator[Waiter]:
+    def subscribe(self, queue_id: int) -> contextlib.AbstractContextManager[Waiter]:
         """A waiter that notifications for ``queue_id`` wake, for the duration of the block."""
-        waiter = Waiter(self._park_changed)
-        if self._closed:
-            waiter.close()
-        waiters = self._by_queue.setdefault(queue_id, {})
-        waiters[waiter] = None
-        try:
-            yield waiter
-        finally:
-            waiters.pop(waiter, None)
-            if not waiters:
-                self._by_queue.pop(queue_id, None)
+        return self.subscribe_many((queue_id,))
 
     @contextlib.contextmanager
     def subscribe_many(self, queue_ids: Sequence[int]) -> Iterator[Waiter]:

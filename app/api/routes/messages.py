@@ -186,8 +186,7 @@ async def lease_message(
     leased = await service(request).lease_message(
         ns, queue, message_id, lease_seconds=body.lease_seconds
     )
-    [answer] = DequeueOut.of([leased]).messages  # exactly a dequeue's item
-    return answer
+    return LeasedOut.of(leased)  # exactly a dequeue's item
 
 
 @post(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Self
 
 import msgspec
 from msgspec import Raw
@@ -48,6 +49,25 @@ class LeasedOut(Out):
     ttl_remaining_seconds: float | None
     waited_seconds: float
 
+    @classmethod
+    def of(cls, m: LeasedMessage, **extra: Any) -> Self:
+        """From the core's leased message (``extra``: the fields a subclass adds)."""
+        return cls(
+            m.id,
+            m.lease_id,
+            m.lease_expires_at,
+            m.attempt,
+            m.priority,
+            Raw(m.payload),
+            m.metadata,
+            m.enqueued_at,
+            m.remaining_attempts or 0,
+            m.expires_at,
+            m.ttl_remaining_seconds,
+            m.waited_seconds or 0.0,
+            **extra,
+        )
+
 
 class DequeueOut(Out):
     """The answer to a dequeue (possibly empty)."""
@@ -57,22 +77,4 @@ class DequeueOut(Out):
     @classmethod
     def of(cls, leased: list[LeasedMessage]) -> DequeueOut:
         """From the core's leased messages."""
-        return cls(
-            [
-                LeasedOut(
-                    m.id,
-                    m.lease_id,
-                    m.lease_expires_at,
-                    m.attempt,
-                    m.priority,
-                    Raw(m.payload),
-                    m.metadata,
-                    m.enqueued_at,
-                    m.remaining_attempts or 0,
-                    m.expires_at,
-                    m.ttl_remaining_seconds,
-                    m.waited_seconds or 0.0,
-                )
-                for m in leased
-            ]
-        )
+        return cls([LeasedOut.of(m) for m in leased])

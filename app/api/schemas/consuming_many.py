@@ -3,10 +3,8 @@ queues in their order of priority, and each leased message with the queue it cam
 
 from __future__ import annotations
 
-import msgspec
-
 from app.api.schemas.common import Out
-from app.api.schemas.consuming import Dequeue, DequeueOut, LeasedOut
+from app.api.schemas.consuming import Dequeue, LeasedOut
 from app.core.service.consuming_many import LeasedFrom
 
 
@@ -34,10 +32,4 @@ class DequeueManyOut(Out):
     def of(cls, leased: list[LeasedFrom]) -> DequeueManyOut:
         """From the core's leased messages (each written as a single-queue dequeue writes it,
         with its queue's name)."""
-        plain = DequeueOut.of([item.message for item in leased]).messages
-        return cls(
-            [
-                LeasedFromOut(**msgspec.structs.asdict(out), queue=item.queue.name)
-                for out, item in zip(plain, leased, strict=True)
-            ]
-        )
+        return cls([LeasedFromOut.of(item.message, queue=item.queue.name) for item in leased])

@@ -7,13 +7,16 @@ Each resource's operations are a class derived from :class:`ServiceBase`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.core import validation
 from app.core.errors import NotFoundError
-from app.core.models import Queue
+from app.core.models import LeasedMessage, Queue
 from app.core.ports import Store
 from app.core.service.identifiers import could_exist
 from app.core.service.observer import Observer
 from app.core.service.refusals import message_not_found
+from app.core.states import Event
 
 
 class ServiceBase:
@@ -23,6 +26,16 @@ class ServiceBase:
     limits: validation.Limits
     observer: Observer
     """Told about every committed change (metrics); replaceable after construction."""
+
+    def _handed_out(self, queue: Queue, leased: Sequence[LeasedMessage]) -> None:
+        """Tell the observer that ``leased`` messages of ``queue`` were handed out (a dequeue,
+        the dequeue of an acknowledgement, a lease by id): counted as dequeues, with how long
+        those on their first attempt waited for it."""
+        if not leased:
+            return
+        self.observer.transitioned(queue, Event.DEQUEUE, len(leased))
+        waits = [w for m in leased if m.attempt == 1 and (w := m.waited_seconds) is not None]
+        self.observer.waited(queue, waits)
 
     async def get_queue_or_404(self, namespace: str, name: str) -> Queue:
         """The queue, or NotFoundError."""

@@ -11,8 +11,6 @@ from app.core.errors import CatalogueChangedError
 from app.core.models import FilterValue, LeasedMessage, Queue
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import replanned_if_catalogue_changed
-from app.core.service.observer import first_waits
-from app.core.states import Event
 
 
 @dataclass(slots=True)
@@ -41,10 +39,7 @@ class Consuming(ServiceBase):
         """Validate a dequeue request and resolve its queue (a long poll plans once, then
         dequeues as often as it is woken). The plan's lookups are confirmed by the claim that
         runs it (or, on a paused queue, by :meth:`dequeue_planned`'s own check)."""
-        validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
-        if lease_seconds is not None:
-            validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
-        wanted = validation.dequeue_filter("metadata", metadata or {})
+        wanted = validation.dequeue_request(count, lease_seconds, metadata or {})
         queue = await self.get_queue_or_404(namespace, queue_name)
         return DequeuePlan(queue, count, lease_seconds, wanted)
 
@@ -91,7 +86,5 @@ class Consuming(ServiceBase):
                     raise
                 await catalogue.renew()
                 plan.queue = await self.get_queue_or_404(plan.queue.namespace, plan.queue.name)
-        if leased:
-            self.observer.transitioned(plan.queue, Event.DEQUEUE, len(leased))
-            self.observer.waited(plan.queue, first_waits(leased))
+        self._handed_out(plan.queue, leased)
         return leased

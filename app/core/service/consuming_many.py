@@ -20,8 +20,6 @@ from app.core.errors import CatalogueChangedError, SundialError, ValidationError
 from app.core.models import FilterValue, LeasedMessage, Queue
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import replanned_if_catalogue_changed
-from app.core.service.observer import first_waits
-from app.core.states import Event
 
 MAX_DEQUEUE_QUEUES = 20
 """Most queues one dequeue may name."""
@@ -81,10 +79,7 @@ class ConsumingMany(ServiceBase):
         them: every field is checked before any queue is looked up, and the first queue that
         does not exist is a NotFoundError naming it. The lookups are confirmed by the first look
         (:meth:`dequeue_planned_many`)."""
-        validation.integer("count", count, 1, validation.MAX_BATCH_DEQUEUE)
-        if lease_seconds is not None:
-            validation.integer("lease_seconds", lease_seconds, 1, validation.MAX_LEASE_SECONDS)
-        wanted = validation.dequeue_filter("metadata", metadata or {})
+        wanted = validation.dequeue_request(count, lease_seconds, metadata or {})
         checked = queue_names("queues", names)
         queues = [await self.get_queue_or_404(namespace, name) for name in checked]
         return ManyDequeuePlan(queues, count, lease_seconds, wanted)
@@ -159,8 +154,7 @@ class ConsumingMany(ServiceBase):
                     raise
                 break
             if got:
-                self.observer.transitioned(queue, Event.DEQUEUE, len(got))
-                self.observer.waited(queue, first_waits(got))
+                self._handed_out(queue, got)
                 leased.extend(LeasedFrom(queue, message) for message in got)
         if passed_paused:
             # Still paused? (Nothing to check once a claim of this look has carried the guard:

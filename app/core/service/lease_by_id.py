@@ -10,9 +10,8 @@ from app.core.models import LeasedMessage
 from app.core.ports import LeaseRefusal
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
-from app.core.service.observer import first_waits
 from app.core.service.refusals import message_not_found
-from app.core.states import CLAIM, Event
+from app.core.states import CLAIM
 
 LEASE_ATTEMPTS = 3
 """Leases tried when the message was found ready after the lease missed it (it was leased and
@@ -54,8 +53,7 @@ class LeasingById(ServiceBase):
             found = await self.store.lease_message(queue, message_id, lease_seconds)
             if isinstance(found, LeasedMessage):
                 # Counted as a dequeue: a message leased by id is a message handed out.
-                self.observer.transitioned(queue, Event.DEQUEUE, 1)
-                self.observer.waited(queue, first_waits([found]))
+                self._handed_out(queue, [found])
                 return found
             if found is None:
                 raise message_not_found(queue, message_id)

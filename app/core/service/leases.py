@@ -14,7 +14,7 @@ from app.core.ports import Acked
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
 from app.core.service.identifiers import could_exist, lease_uuid
-from app.core.service.observer import first_waits, held
+from app.core.service.observer import held
 from app.core.service.refusals import lease_refusal
 from app.core.states import Event, State
 
@@ -121,18 +121,13 @@ class Leases(ServiceBase):
         transaction on a simple queue (a worker's whole cycle in one call). Nothing is leased
         while the queue is dequeue-paused. Everything is validated before anything applies."""
         self._check_ack(complete, fail)
-        validation.integer("dequeue.count", then.count, 1, validation.MAX_BATCH_DEQUEUE)
-        if then.lease_seconds is not None:
-            validation.integer(
-                "dequeue.lease_seconds", then.lease_seconds, 1, validation.MAX_LEASE_SECONDS
-            )
-        wanted = validation.dequeue_filter("dequeue.metadata", then.metadata)
+        wanted = validation.dequeue_request(
+            then.count, then.lease_seconds, then.metadata, prefix="dequeue."
+        )
         queue = await self.get_queue_or_404(namespace, queue_name)
         claim = None if queue.config.dequeue_paused else replace(then, metadata=wanted)
         results, leased = await self._acknowledge(queue, complete, fail, claim)
-        if leased:
-            self.observer.transitioned(queue, Event.DEQUEUE, len(leased))
-            self.observer.waited(queue, first_waits(leased))
+        self._handed_out(queue, leased)
         return results, leased
 
     @staticmethod

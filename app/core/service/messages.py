@@ -120,7 +120,9 @@ class Messages(ServiceBase):
         chosen = dead_letters.selection(states, ids, limit)
         terms = dead_letters.respawn(delay_seconds, ttl_seconds, expires_at)
         queue = await self.get_queue_or_404(namespace, queue_name)
-        requeued = await self.store.requeue_many(queue, chosen.states, chosen.ids, limit, terms)
+        requeued = await self.store.requeue_many(
+            queue, chosen.states, chosen.ids, chosen.limit, terms
+        )
         self.observer.transitioned(queue, Event.REQUEUE, requeued)
         return requeued
 
@@ -137,7 +139,7 @@ class Messages(ServiceBase):
         take (oldest finished first); returns how many."""
         chosen = dead_letters.selection(states, ids, limit)
         queue = await self.get_queue_or_404(namespace, queue_name)
-        return await self.store.delete_dead_letters(queue, chosen.states, chosen.ids, limit)
+        return await self.store.delete_dead_letters(queue, chosen.states, chosen.ids, chosen.limit)
 
     @again_if_catalogue_changed
     async def query_messages(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from app.core.models import LeasedMessage, Message, Queue
+from app.core.models import Message, Queue
 from app.core.states import Event
 
 
@@ -26,11 +26,6 @@ class Observer(Protocol):
     def processed(self, queue: Queue, seconds: Sequence[float]) -> None:
         """Leases of ``queue`` were ended by their holder (complete or fail), each that many
         ``seconds`` after it was granted."""
-
-
-def first_waits(leased: Sequence[LeasedMessage]) -> list[float]:
-    """How long each message of ``leased`` on its first attempt waited for its lease."""
-    return [m.waited_seconds for m in leased if m.attempt == 1 and m.waited_seconds is not None]
 
 
 def held(message: Message) -> list[float]:

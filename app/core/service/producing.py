@@ -81,8 +81,10 @@ class Producing(ServiceBase):
     ) -> Queue:
         """The queue, made with the default configuration if it does not exist (a namespace
         that does not exist is still a NotFoundError). The batch is checked against that
-        configuration first, so a bad batch makes no queue. Two first publishes at once make
-        one queue (its name is unique; the second insert finds it taken) and both use it."""
+        configuration first, so a bad batch makes no queue (the caller checks it again against
+        the queue as read: a concurrent request may have made it with another configuration).
+        Two first publishes at once make one queue (its name is unique; the second insert finds
+        it taken) and both use it."""
         validation.name("queue", name)
         if not could_exist(validation.NAME_PATTERN, namespace):
             raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)

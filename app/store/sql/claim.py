@@ -177,10 +177,18 @@ picked AS (
 #   longer ready and is passed over, and no claim waits for another's rows.
 # A filter listing several filter_key values walks each value's first `scan` candidates and
 # keeps the best `scan` of them all, so the window means what it means for one value.
-_NOT_RUNNING = f"""AND NOT EXISTS (
+NOT_RUNNING: Final = f"""AND NOT EXISTS (
               SELECT 1 FROM messages r
               WHERE r.queue_id = :queue_id AND r.state = '{CLAIM.leased}'
                 AND r.exclusive_value = c.exclusive_value)"""
+
+
+def ready_now(alias: str) -> str:
+    """The condition that the message ``alias`` may be leased now: ready, or invisible and due,
+    and not expired (read on its newest version when the row is locked)."""
+    ready, due = f"{alias}.state = '{CLAIM.ready}'", f"{alias}.state = '{CLAIM.due}'"
+    return f"""({ready} OR ({due} AND {alias}.visible_at <= now()))
+          AND ({alias}.expires_at IS NULL OR {alias}.expires_at > now())"""
 
 
 def _claim_exclusive(variant: _Variant, count: int, scan: int) -> str:
@@ -197,7 +205,7 @@ def _claim_exclusive(variant: _Variant, count: int, scan: int) -> str:
                 variant.column,
                 match,
                 f"""  AND (expires_at IS NULL OR expires_at > now())
-              {_NOT_RUNNING.replace(chr(10), chr(10) + "    ")}
+              {NOT_RUNNING.replace(chr(10), chr(10) + "    ")}
             ORDER BY {order}
             LIMIT {scan}""",
             )
@@ -209,7 +217,7 @@ def _claim_exclusive(variant: _Variant, count: int, scan: int) -> str:
         ready = f"""SELECT {columns} FROM messages c
         WHERE queue_id = :queue_id AND state = '{CLAIM.ready}' {match}
           AND (expires_at IS NULL OR expires_at > now())
-          {_NOT_RUNNING}
+          {NOT_RUNNING}
         ORDER BY {order}
         LIMIT {scan}"""
     return f"""
@@ -222,7 +230,7 @@ WITH candidate AS MATERIALIZED (
         SELECT {columns} FROM messages c
         WHERE state = '{CLAIM.due}' AND visible_at <= now() AND queue_id = :queue_id {due_match}
           AND (expires_at IS NULL OR expires_at > now())
-          {_NOT_RUNNING}
+          {NOT_RUNNING}
         ORDER BY {order}
         LIMIT {scan}
     ) AS due
@@ -244,8 +252,7 @@ picked AS (
     CROSS JOIN LATERAL (
         SELECT 1 FROM messages m
         WHERE m.queue_id = :queue_id AND m.id = best_first.id
-          AND (m.state = '{CLAIM.ready}' OR (m.state = '{CLAIM.due}' AND m.visible_at <= now()))
-          AND (m.expires_at IS NULL OR m.expires_at > now())
+          AND {ready_now("m")}
         FOR UPDATE SKIP LOCKED
     ) AS still_ready
     WHERE pg_try_advisory_xact_lock(

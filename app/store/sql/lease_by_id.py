@@ -15,7 +15,8 @@ from typing import Final
 from sqlalchemy import TextClause, text
 
 from app.core.states import CLAIM
-from app.store.sql.claim import LEASE_GRANT
+from app.store.sql.claim import LEASE_GRANT, NOT_RUNNING, ready_now
+
 
 # The message, locked (FOR UPDATE: a claim that holds it is waited for, and the conditions are
 # then checked again on its newest version, so one leased meanwhile is passed over: a message is
@@ -23,22 +24,15 @@ from app.store.sql.claim import LEASE_GRANT
 # of its value is running. Two messages of one value leased at once can both pass the probe; the
 # partial unique index messages_running_exclusive_uidx then refuses the second (unique_violation,
 # which the store answers as "its value is running"): the index is the guarantee.
-_EXCLUSIVE_PROBE = f"""
-      AND NOT EXISTS (
-          SELECT 1 FROM messages r
-          WHERE r.queue_id = :queue_id AND r.state = '{CLAIM.leased}'
-            AND r.exclusive_value = c.exclusive_value)"""
-
-
 def _lease_by_id(exclusive: bool) -> TextClause:
-    probe = _EXCLUSIVE_PROBE if exclusive else ""
+    probe = NOT_RUNNING if exclusive else ""
     return text(
         f"""
 WITH picked AS (
     SELECT c.id, 0 AS scanned FROM messages c
     WHERE c.queue_id = :queue_id AND c.id = :id
-      AND (c.state = '{CLAIM.ready}' OR (c.state = '{CLAIM.due}' AND c.visible_at <= now()))
-      AND (c.expires_at IS NULL OR c.expires_at > now()){probe}
+          AND {ready_now("c")}
+          {probe}
     FOR UPDATE OF c
 )
 {LEASE_GRANT}"""
