@@ -177,12 +177,21 @@ def check() -> None:
 
 
 db.add_command(create_reader)
-for _command in (namespace, token, queue, pools, *MESSAGE_COMMANDS, work, pipeline, dev_cluster):
+for _command in (
+    namespace,
+    token,
+    queue,
+    pools,
+    *MESSAGE_COMMANDS,
+    work,
+    pipeline,
+    dev_cluster,
+    history_commands,
+    dead_letters,
+    periodic,
+    topic,
+):
     main.add_command(_command)
-main.add_command(history_commands)
-main.add_command(dead_letters)
-main.add_command(periodic)
-main.add_command(topic)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ carries its own id (the server never duplicates an id).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 from urllib.parse import quote
 
 import msgspec
@@ -54,21 +55,28 @@ class Call(Generic[T]):
     """How long the server may hold the request on purpose (long poll)."""
 
 
-def _decoder(kind: type[T], key: str | None = None) -> Callable[[bytes], T]:
+def decoder(kind: type[T], key: str | None = None) -> Callable[[bytes], T]:
+    """How to read an answer of type ``kind``, or the field ``key`` of an object holding one
+    (``decoder(list[Queue], "queues")``). Built once for each ``kind`` and ``key``: a call is
+    made for every request."""
+    return _built_decoder(cast("Hashable", kind), key)  # list[X] is hashable too
+
+
+@functools.cache
+def _built_decoder(kind: Any, key: str | None) -> Callable[[bytes], Any]:
     if key is None:
         return msgspec.json.Decoder(kind).decode
     wrapper = msgspec.defstruct("Wrapper", [(key, kind)])
-    decoder = msgspec.json.Decoder(wrapper)
+    decode_wrapper = msgspec.json.Decoder(wrapper).decode
 
-    def decode(content: bytes) -> T:
-        value: T = getattr(decoder.decode(content), key)
-        return value
+    def decode(content: bytes) -> Any:
+        return getattr(decode_wrapper(content), key)
 
     return decode
 
 
-def _nothing(content: bytes) -> None:
-    return None
+def nothing(content: bytes) -> None:
+    """The decoder of an answer without a body."""
 
 
 def split_queue(queue: str) -> tuple[str, str]:
@@ -79,21 +87,28 @@ def split_queue(queue: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _seg(value: str) -> str:
+def segment(value: str) -> str:
+    """``value`` as one segment of a path (``/`` and the rest quoted)."""
     return quote(value, safe="")
 
 
-def _ns(namespace: str) -> str:
-    return f"v1/namespaces/{_seg(namespace)}"
+def namespace_path(namespace: str) -> str:
+    """``v1/namespaces/{ns}``."""
+    return f"v1/namespaces/{segment(namespace)}"
 
 
 def _queue(queue: str) -> str:
     namespace, name = split_queue(queue)
-    return f"{_ns(namespace)}/queues/{_seg(name)}"
+    return f"{namespace_path(namespace)}/queues/{segment(name)}"
 
 
 def _message(queue: str, message_id: str) -> str:
-    return f"{_queue(queue)}/messages/{_seg(message_id)}"
+    return f"{_queue(queue)}/messages/{segment(message_id)}"
+
+
+def identified(messages: Iterable[NewMessage]) -> bool:
+    """Whether every message carries its own id: sending them again then enqueues none twice."""
+    return all(m.id is not None for m in messages)
 
 
 def _given(**fields: Any) -> dict[str, Any]:
@@ -101,20 +116,20 @@ def _given(**fields: Any) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-_MESSAGE = _decoder(Message)
-_QUEUE = _decoder(Queue)
+_MESSAGE = decoder(Message)
+_QUEUE = decoder(Queue)
 
 # --- operations ----------------------------------------------------------------------------------
 
 
 def health() -> Call[Health]:
     """``GET /healthz``."""
-    return Call("GET", "healthz", _decoder(Health), safe=True)
+    return Call("GET", "healthz", decoder(Health), safe=True)
 
 
 def ready() -> Call[Health]:
     """``GET /readyz`` (503 raises :class:`~app.client.errors.Unavailable`)."""
-    return Call("GET", "readyz", _decoder(Health), safe=True)
+    return Call("GET", "readyz", decoder(Health), safe=True)
 
 
 def metrics() -> Call[str]:
@@ -124,7 +139,7 @@ def metrics() -> Call[str]:
 
 def schema() -> Call[dict[str, Any]]:
     """``GET /schema/openapi.json``: the OpenAPI document the server serves."""
-    return Call("GET", "schema/openapi.json", _decoder(dict[str, Any]), safe=True)
+    return Call("GET", "schema/openapi.json", decoder(dict[str, Any]), safe=True)
 
 
 def _text(content: bytes) -> str:
@@ -137,17 +152,17 @@ def _text(content: bytes) -> str:
 def create_namespace(name: str, description: str = "") -> Call[Namespace]:
     """``POST /v1/namespaces``."""
     body = {"name": name, "description": description}
-    return Call("POST", "v1/namespaces", _decoder(Namespace), body)
+    return Call("POST", "v1/namespaces", decoder(Namespace), body)
 
 
 def list_namespaces() -> Call[list[Namespace]]:
     """``GET /v1/namespaces``."""
-    return Call("GET", "v1/namespaces", _decoder(list[Namespace], "namespaces"), safe=True)
+    return Call("GET", "v1/namespaces", decoder(list[Namespace], "namespaces"), safe=True)
 
 
 def delete_namespace(name: str) -> Call[None]:
     """``DELETE /v1/namespaces/{ns}``."""
-    return Call("DELETE", _ns(name), _nothing, safe=True)
+    return Call("DELETE", namespace_path(name), nothing, safe=True)
 
 
 def issue_token(
@@ -169,7 +184,7 @@ def issue_token(
         read_rate=read_rate,
         write_rate=write_rate,
     )
-    return Call("POST", f"{_ns(namespace)}/tokens", _decoder(IssuedToken), body)
+    return Call("POST", f"{namespace_path(namespace)}/tokens", decoder(IssuedToken), body)
 
 
 def set_token_limits(
@@ -177,18 +192,20 @@ def set_token_limits(
 ) -> Call[Token]:
     """``PATCH /v1/namespaces/{ns}/tokens/{id}``: ``read_rate`` and/or ``write_rate`` (None:
     no limit)."""
-    path = f"{_ns(namespace)}/tokens/{_seg(token_id)}"
-    return Call("PATCH", path, _decoder(Token), dict(limits), safe=True)
+    path = f"{namespace_path(namespace)}/tokens/{segment(token_id)}"
+    return Call("PATCH", path, decoder(Token), dict(limits), safe=True)
 
 
 def list_tokens(namespace: str) -> Call[list[Token]]:
     """``GET /v1/namespaces/{ns}/tokens``."""
-    return Call("GET", f"{_ns(namespace)}/tokens", _decoder(list[Token], "tokens"), safe=True)
+    path = f"{namespace_path(namespace)}/tokens"
+    return Call("GET", path, decoder(list[Token], "tokens"), safe=True)
 
 
 def revoke_token(namespace: str, token_id: str) -> Call[None]:
     """``DELETE /v1/namespaces/{ns}/tokens/{id}``."""
-    return Call("DELETE", f"{_ns(namespace)}/tokens/{_seg(token_id)}", _nothing, safe=True)
+    path = f"{namespace_path(namespace)}/tokens/{segment(token_id)}"
+    return Call("DELETE", path, nothing, safe=True)
 
 
 # --- queues --------------------------------------------------------------------------------------
@@ -201,7 +218,8 @@ def put_queue(queue: str, config: Mapping[str, Any]) -> Call[Queue]:
 
 def list_queues(namespace: str) -> Call[list[Queue]]:
     """``GET /v1/namespaces/{ns}/queues``."""
-    return Call("GET", f"{_ns(namespace)}/queues", _decoder(list[Queue], "queues"), safe=True)
+    path = f"{namespace_path(namespace)}/queues"
+    return Call("GET", path, decoder(list[Queue], "queues"), safe=True)
 
 
 def get_queue(queue: str) -> Call[Queue]:
@@ -216,14 +234,14 @@ def update_queue(queue: str, changes: Mapping[str, Any]) -> Call[Queue]:
 
 def delete_queue(queue: str) -> Call[None]:
     """``DELETE …/queues/{queue}``."""
-    return Call("DELETE", _queue(queue), _nothing, safe=True)
+    return Call("DELETE", _queue(queue), nothing, safe=True)
 
 
 def purge(queue: str, states: Iterable[str] | None = None) -> Call[int]:
     """``POST …/purge``: deletes messages (in ``states``, or all); the number deleted."""
     body = _given(states=None if states is None else list(states))
     # Not safe: a repeated purge would also delete what was enqueued since the first one.
-    return Call("POST", f"{_queue(queue)}/purge", _decoder(int, "deleted"), body)
+    return Call("POST", f"{_queue(queue)}/purge", decoder(int, "deleted"), body)
 
 
 # --- messages ------------------------------------------------------------------------------------
@@ -242,14 +260,13 @@ def enqueue(
     not exist. Safe to repeat when every message has an id (a repeated replace sets the same
     message again, or leaves one that has started running alone)."""
     items = list(messages)
-    safe = all(m.id is not None for m in items)
-    decode = _decoder(list[Enqueued], "messages")
+    decode = decoder(list[Enqueued], "messages")
     body: dict[str, Any] = {"messages": items}
     if on_conflict is not None:
         body["on_conflict"] = on_conflict
     if create_queue:
         body["create_queue"] = True
-    return Call("POST", f"{_queue(queue)}/messages", decode, body, safe=safe)
+    return Call("POST", f"{_queue(queue)}/messages", decode, body, safe=identified(items))
 
 
 DequeueFilter = Mapping[str, str | Sequence[str]]
@@ -278,7 +295,7 @@ def dequeue(
         lease_seconds=lease_seconds,
         metadata=_dequeue_filter(metadata),
     )
-    decode = _decoder(list[Leased], "messages")
+    decode = decoder(list[Leased], "messages")
     return Call("POST", f"{_queue(queue)}/dequeue", decode, body, wait_seconds=wait_seconds)
 
 
@@ -305,14 +322,14 @@ def dequeue_many(
         lease_seconds=lease_seconds,
         metadata=_dequeue_filter(metadata),
     )
-    leased = _decoder(list[LeasedFrom], "messages")
+    leased = decoder(list[LeasedFrom], "messages")
 
     def decode(content: bytes) -> list[LeasedFrom]:
         # The server names each message's queue within the namespace; the client's methods
         # take "namespace/queue".
         return [msgspec.structs.replace(m, queue=f"{namespace}/{m.queue}") for m in leased(content)]
 
-    path = f"{_ns(namespace)}/dequeue"
+    path = f"{namespace_path(namespace)}/dequeue"
     return Call("POST", path, decode, body, wait_seconds=wait_seconds)
 
 
@@ -320,7 +337,7 @@ def lease_message(queue: str, message_id: str, *, lease_seconds: int | None = No
     """``POST …/messages/{id}/lease``: lease this message as a dequeue would, if it is ready
     (not safe to repeat: a repeat after a lost answer is refused, the message then running)."""
     body = _given(lease_seconds=lease_seconds)
-    return Call("POST", f"{_message(queue, message_id)}/lease", _decoder(Leased), body)
+    return Call("POST", f"{_message(queue, message_id)}/lease", decoder(Leased), body)
 
 
 def get_message(queue: str, message_id: str) -> Call[Message]:
@@ -335,7 +352,7 @@ def update_message(queue: str, message_id: str, changes: Mapping[str, Any]) -> C
 
 def delete_message(queue: str, message_id: str) -> Call[None]:
     """``DELETE …/messages/{id}``."""
-    return Call("DELETE", _message(queue, message_id), _nothing, safe=True)
+    return Call("DELETE", _message(queue, message_id), nothing, safe=True)
 
 
 def complete(queue: str, message_id: str, lease_id: str) -> Call[Message]:
@@ -404,7 +421,7 @@ def ack(
         "complete": [{"id": i, "lease_id": lease} for i, lease in complete],
         "fail": [_given(id=i, lease_id=lease, error=error) for i, lease, error in fail],
     }
-    decode = _decoder(list[AckResult], "results")
+    decode = decoder(list[AckResult], "results")
     return Call("POST", f"{_queue(queue)}/ack", decode, body, safe=not body["fail"])
 
 
@@ -428,7 +445,7 @@ def ack_and_dequeue(
         lease_seconds=lease_seconds,
         metadata=_dequeue_filter(metadata),
     )
-    decode = msgspec.json.Decoder(Acknowledged).decode
+    decode = decoder(Acknowledged)
     return Call("POST", f"{_queue(queue)}/ack", decode, body, wait_seconds=wait_seconds)
 
 
@@ -454,7 +471,7 @@ def query_messages(
         cursor=cursor,
     )
     params += [(key, str(value)) for key, value in given.items()]
-    decode = _decoder(MessagePage)
+    decode = decoder(MessagePage)
     return Call("GET", f"{_queue(queue)}/messages", decode, params=params, safe=True)
 
 
@@ -478,7 +495,7 @@ def requeue_dead_letters(
         ttl_seconds=ttl_seconds,
         expires_at=expires_at,
     )
-    return Call("POST", f"{_queue(queue)}/requeue", _decoder(int, "requeued"), body)
+    return Call("POST", f"{_queue(queue)}/requeue", decoder(int, "requeued"), body)
 
 
 def delete_dead_letters(
@@ -491,4 +508,4 @@ def delete_dead_letters(
     oldest finished first; the number deleted."""
     body = _given(states=list(states), ids=None if ids is None else list(ids), limit=limit)
     # Not safe: a repeat would delete the next ones.
-    return Call("POST", f"{_queue(queue)}/dead-letters/delete", _decoder(int, "deleted"), body)
+    return Call("POST", f"{_queue(queue)}/dead-letters/delete", decoder(int, "deleted"), body)

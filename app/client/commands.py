@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -23,10 +23,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from app.client import ApiError, Client, Leased, LeasedFrom, NewMessage, SundialError
+from app.client import ApiError, Client, Leased, LeasedFrom, Message, NewMessage, SundialError
 from app.client.http import DEFAULT_URL
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 BATCH = 1000
 """Messages per enqueue request when enqueueing a file."""
 
@@ -95,8 +96,13 @@ def filter_pairs(values: tuple[str, ...]) -> dict[str, str | list[str]] | None:
     return {k: v[0] if len(v) == 1 else v for k, v in wanted.items()} or None
 
 
-def _emit_json(value: Any) -> None:
-    click.echo(msgspec.json.encode(value).decode())
+def emit(value: T, as_json: bool, show: Callable[[T], None]) -> None:
+    """``value`` as one JSON document with ``--json`` (for scripts), else as ``show`` prints it
+    (a table, a line)."""
+    if as_json:
+        click.echo(msgspec.json.encode(value).decode())
+    else:
+        show(value)
 
 
 def _table(columns: list[str], rows: list[list[Any]]) -> None:
@@ -114,13 +120,48 @@ def _short(value: Any, width: int = 48) -> str:
 # --- enqueue -------------------------------------------------------------------------------------
 
 
+_MESSAGE_OPTIONS = (
+    click.option("--payload", help="The payload, a JSON value."),
+    click.option("--id", "message_id", help="Your id for the message (makes retries safe)."),
+    click.option("--priority", type=int, help="Lower is served first (default: enqueue time)."),
+    click.option("--delay", type=int, help="Seconds before the message becomes visible."),
+    click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata pair (repeat)."),
+)
+
+
+def message_options(command: F) -> F:
+    """``--payload``, ``--id``, ``--priority``, ``--delay`` and ``--metadata``: one message to
+    send (:func:`new_message`)."""
+    for option in reversed(_MESSAGE_OPTIONS):
+        command = option(command)
+    return command
+
+
+def new_message(
+    payload: str | None,
+    message_id: str | None,
+    priority: int | None,
+    delay: int | None,
+    metadata: tuple[str, ...],
+) -> NewMessage:
+    """The message that :func:`message_options` describe."""
+    return NewMessage(
+        id=message_id,
+        payload=json_payload(payload),
+        priority=priority,
+        delay_seconds=delay,
+        metadata=parse_pairs(metadata, "--metadata") or None,
+    )
+
+
+def json_payload(text: str | None) -> Any:
+    """``--payload``, a JSON value; UNSET when it is not given."""
+    return msgspec.UNSET if text is None else _json_argument(text, "--payload")
+
+
 @click.command()
 @click.argument("queue", metavar="NAMESPACE/QUEUE")
-@click.option("--payload", help="The payload, a JSON value.")
-@click.option("--id", "message_id", help="Your id for the message (makes retries safe).")
-@click.option("--priority", type=int, help="Lower is served first (default: enqueue time).")
-@click.option("--delay", type=int, help="Seconds before the message becomes visible.")
-@click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata pair (repeat).")
+@message_options
 @click.option(
     "--file",
     "path",
@@ -166,25 +207,13 @@ def enqueue(
         with connect(url, token) as client:
             _enqueue_file(client, queue, path, as_json, options)
         return
-    message = NewMessage(
-        id=message_id,
-        payload=_json_argument(payload, "--payload") if payload is not None else msgspec.UNSET,
-        priority=priority,
-        delay_seconds=delay,
-        metadata=parse_pairs(metadata, "--metadata") or None,
-    )
+    message = new_message(payload, message_id, priority, delay, metadata)
     with connect(url, token) as client:
-        [outcome] = client.enqueue_many(queue, [message], **options.asdict())
-    if as_json:
-        shown = msgspec.structs.asdict(outcome)
-        if not replace:
-            del shown["replaced"]  # said only of an enqueue that may replace
-        _emit_json(shown)
-    elif replace:
-        row = [outcome.id, outcome.state, outcome.created, outcome.replaced]
-        _table(["id", "state", "created", "replaced"], [row])
-    else:
-        _table(["id", "state", "created"], [[outcome.id, outcome.state, outcome.created]])
+        [outcome] = client.enqueue_many(queue, [message], **asdict(options))
+    shown = msgspec.structs.asdict(outcome)
+    if not replace:
+        del shown["replaced"]  # said only of an enqueue that may replace
+    emit(shown, as_json, lambda fields: _table(list(fields), [list(fields.values())]))
 
 
 @dataclass(frozen=True)
@@ -193,9 +222,6 @@ class _EnqueueOptions:
 
     on_conflict: str | None
     create_queue: bool
-
-    def asdict(self) -> dict[str, Any]:
-        return {"on_conflict": self.on_conflict, "create_queue": self.create_queue}
 
 
 def _json_argument(text: str, option: str) -> Any:
@@ -223,18 +249,17 @@ def _enqueue_file(
         task = progress.add_task("enqueueing", total=None)
         messages = _read_messages(stream)
         while batch := list(islice(messages, BATCH)):
-            outcomes = client.enqueue_many(queue, batch, **options.asdict())
+            outcomes = client.enqueue_many(queue, batch, **asdict(options))
             created += sum(o.created for o in outcomes)
             existing += sum(not o.created for o in outcomes)
             replaced += sum(o.replaced for o in outcomes)
             progress.advance(task, len(batch))
-    if as_json:
-        counts = {"created": created, "existing": existing}
-        _emit_json({**counts, "replaced": replaced} if options.on_conflict else counts)
-    elif options.on_conflict:
-        stdout.print(f"{created} enqueued, {existing} already there, {replaced} of them replaced")
-    else:
-        stdout.print(f"{created} enqueued, {existing} already there")
+    counts = {"created": created, "existing": existing}
+    line = f"{created} enqueued, {existing} already there"
+    if options.on_conflict:
+        counts["replaced"] = replaced
+        line += f", {replaced} of them replaced"
+    emit(counts, as_json, lambda _: stdout.print(line))
 
 
 def _progress() -> Progress:
@@ -284,26 +309,28 @@ def dequeue(
     """
     wanted = filter_pairs(metadata)
     with connect(url, token) as client, stderr.status(f"waiting up to {wait} s", spinner="dots"):
-        many: list[LeasedFrom] = []
         if len(queues) == 1:
             leased: Sequence[Leased] = client.dequeue(
                 queues[0], count, wait_seconds=wait, lease_seconds=lease_seconds, metadata=wanted
             )
         else:
-            leased = many = client.dequeue_many(
+            leased = client.dequeue_many(
                 queues, count, wait_seconds=wait, lease_seconds=lease_seconds, metadata=wanted
             )
-    if as_json:
-        _emit_json(leased)
-        return
+    emit(leased, as_json, _leased_table)
+
+
+def _leased_table(messages: Sequence[Leased]) -> None:
+    """Leased messages, each with its queue when they come from several (:class:`LeasedFrom`)."""
+    columns = ["id", "lease_id", "attempt", "priority", "lease expires", "payload"]
     rows = [
         [m.id, m.lease_id, m.attempt, m.priority, m.lease_expires_at.isoformat(), _short(m.payload)]
-        for m in leased
+        for m in messages
     ]
-    columns = ["id", "lease_id", "attempt", "priority", "lease expires", "payload"]
-    if many:
+    queues = [m.queue for m in messages if isinstance(m, LeasedFrom)]
+    if queues:
         columns.insert(0, "queue")
-        rows = [[m.queue, *row] for m, row in zip(many, rows, strict=True)]
+        rows = [[queue, *row] for queue, row in zip(queues, rows, strict=True)]
     _table(columns, rows)
 
 
@@ -328,22 +355,14 @@ def lease(
     """
     with connect(url, token) as client:
         leased = client.lease_message(queue, message_id, lease_seconds=lease_seconds)
-    if as_json:
-        _emit_json(leased)
-        return
-    row = [leased.id, leased.lease_id, leased.attempt, leased.priority]
-    row += [leased.lease_expires_at.isoformat(), _short(leased.payload)]
-    _table(["id", "lease_id", "attempt", "priority", "lease expires", "payload"], [row])
+    emit(leased, as_json, lambda message: _leased_table([message]))
 
 
-def _show_message(message: Any, as_json: bool) -> None:
-    if as_json:
-        _emit_json(message)
-    else:
-        _table(
-            ["id", "state", "attempts", "last_error"],
-            [[message.id, message.state, message.attempts, message.last_error]],
-        )
+def _message_table(message: Message) -> None:
+    _table(
+        ["id", "state", "attempts", "last_error"],
+        [[message.id, message.state, message.attempts, message.last_error]],
+    )
 
 
 @click.command()
@@ -357,7 +376,7 @@ def ack(
 ) -> None:
     """Complete a leased message."""
     with connect(url, token) as client:
-        _show_message(client.complete(queue, message_id, lease_id), as_json)
+        emit(client.complete(queue, message_id, lease_id), as_json, _message_table)
 
 
 @click.command()
@@ -380,7 +399,8 @@ def fail(
 ) -> None:
     """Fail an attempt: retried while attempts remain, else a dead letter (errored)."""
     with connect(url, token) as client:
-        _show_message(client.fail(queue, message_id, lease_id, error, retry_delay), as_json)
+        failed = client.fail(queue, message_id, lease_id, error, retry_delay)
+        emit(failed, as_json, _message_table)
 
 
 @click.command()
@@ -404,7 +424,7 @@ def cancel(
     """Cancel a message that is not finished."""
     with connect(url, token) as client:
         canceled = client.cancel(queue, message_id, lease_id=lease_id, force=force, reason=reason)
-        _show_message(canceled, as_json)
+        emit(canceled, as_json, _message_table)
 
 
 # --- browsing ------------------------------------------------------------------------------------
@@ -436,7 +456,7 @@ def messages(
 ) -> None:
     """List a queue's messages, fetched a page at a time."""
     with connect(url, token) as client, stderr.status("fetching", spinner="dots") as status:
-        found = []
+        found: list[Message] = []
         pages = client.messages(
             queue, states=states, metadata=parse_pairs(metadata, "--metadata") or None, order=order
         )
@@ -444,12 +464,13 @@ def messages(
             found.append(message)
             if len(found) % 1000 == 0:
                 status.update(f"fetched {len(found)}")
-    if as_json:
-        _emit_json(found)
-        return
+    emit(found, as_json, _messages_table)
+
+
+def _messages_table(messages: list[Message]) -> None:
     rows = [
         [m.id, m.state, m.priority, m.attempts, m.enqueued_at.isoformat(), _short(m.payload)]
-        for m in found
+        for m in messages
     ]
     _table(["id", "state", "priority", "attempts", "enqueued", "payload"], rows)
 

@@ -5,16 +5,11 @@ optionally by id (docs/api.md, "Dead letters")."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
 
 import click
 
-from app.client.commands import connect, json_option, server_options
-
-F = TypeVar("F", bound=Callable[..., Any])
+from app.client.commands import F, connect, emit, json_option, server_options
 
 
 def _selection(command: F) -> F:
@@ -106,4 +101,4 @@ def delete(
 
 def _report(answer: dict[str, int], line: str, as_json: bool) -> None:
     """The answer as JSON (``--json``), else as a line."""
-    click.echo(json.dumps(answer) if as_json else line)
+    emit(answer, as_json, lambda _: click.echo(line))

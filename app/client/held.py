@@ -16,11 +16,15 @@ import httpx
 
 from app.client.async_client import AsyncClient
 from app.client.errors import ApiError, InvalidState, LeaseMismatch, NotFound
-from app.client.models import Leased, QueueOf
+from app.client.models import Leased
 
 log = logging.getLogger("sundial.worker")
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
+
+QueueOf = Callable[[Leased], str]
+"""The queue a leased message is acknowledged on (``"namespace/queue"``): a worker's one queue,
+or the ``queue`` a :class:`~app.client.models.LeasedFrom` names."""
 
 
 @dataclass(slots=True, eq=False)

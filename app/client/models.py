@@ -6,7 +6,6 @@ Times are timezone-aware :class:`~datetime.datetime` values; payloads are any JS
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -121,11 +120,6 @@ class LeasedFrom(Leased, frozen=True, kw_only=True):
     fail or extend it there)."""
 
     queue: str
-
-
-QueueOf = Callable[[Leased], str]
-"""The queue a leased message is acknowledged on (``"namespace/queue"``): a worker's one queue,
-or the ``queue`` a :class:`LeasedFrom` names."""
 
 
 class Message(Model, frozen=True, kw_only=True):

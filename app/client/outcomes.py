@@ -15,7 +15,8 @@ import httpx
 from app.client import reply
 from app.client.async_client import AsyncClient
 from app.client.errors import ApiError, InvalidState, LeaseMismatch, NotFound
-from app.client.models import AckResult, Leased, Message, QueueOf
+from app.client.held import QueueOf
+from app.client.models import AckResult, Leased, Message
 
 MAX_ERROR_CHARS = 4000
 """Longest error text sent with a fail (the server keeps up to 4096)."""

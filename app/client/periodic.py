@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 import msgspec
 
-from app.client.calls import Call, split_queue
+from app.client.calls import Call, decoder, namespace_path, nothing, segment, split_queue
 from app.client.models import Model
 
 
@@ -45,34 +44,16 @@ class PeriodicJob(Model, frozen=True, kw_only=True):
         return f"{self.namespace}/{self.name}"
 
 
-def _base(namespace: str) -> str:
-    return f"v1/namespaces/{quote(namespace, safe='')}/periodic"
+def _jobs(namespace: str) -> str:
+    return f"{namespace_path(namespace)}/periodic"
 
 
 def _job(job: str) -> str:
     namespace, name = split_queue(job)
-    return f"{_base(namespace)}/{quote(name, safe='')}"
+    return f"{_jobs(namespace)}/{segment(name)}"
 
 
-class _List(msgspec.Struct):
-    periodic: list[PeriodicJob]
-
-
-class _Triggered(msgspec.Struct):
-    id: str
-
-
-_JOB = msgspec.json.Decoder(PeriodicJob).decode
-_LIST = msgspec.json.Decoder(_List)
-_TRIGGERED = msgspec.json.Decoder(_Triggered)
-
-
-def _jobs(content: bytes) -> list[PeriodicJob]:
-    return _LIST.decode(content).periodic
-
-
-def _triggered(content: bytes) -> str:
-    return _TRIGGERED.decode(content).id
+_JOB = decoder(PeriodicJob)
 
 
 def put_periodic(job: str, definition: Mapping[str, Any]) -> Call[PeriodicJob]:
@@ -83,7 +64,8 @@ def put_periodic(job: str, definition: Mapping[str, Any]) -> Call[PeriodicJob]:
 def list_periodic(namespace: str, queue: str | None = None) -> Call[list[PeriodicJob]]:
     """``GET …/periodic`` (only the jobs of ``queue``, when given)."""
     params = [] if queue is None else [("queue", queue)]
-    return Call("GET", _base(namespace), _jobs, params=params, safe=True)
+    decode = decoder(list[PeriodicJob], "periodic")
+    return Call("GET", _jobs(namespace), decode, params=params, safe=True)
 
 
 def get_periodic(job: str) -> Call[PeriodicJob]:
@@ -98,10 +80,10 @@ def update_periodic(job: str, changes: Mapping[str, Any]) -> Call[PeriodicJob]:
 
 def delete_periodic(job: str) -> Call[None]:
     """``DELETE …/periodic/{name}``."""
-    return Call("DELETE", _job(job), lambda _: None, safe=True)
+    return Call("DELETE", _job(job), nothing, safe=True)
 
 
 def trigger_periodic(job: str) -> Call[str]:
     """``POST …/periodic/{name}/trigger``: the id of the message enqueued. Not safe: each
     trigger enqueues a message of its own."""
-    return Call("POST", f"{_job(job)}/trigger", _triggered)
+    return Call("POST", f"{_job(job)}/trigger", decoder(str, "id"))

@@ -4,18 +4,17 @@ jobs"). A job is named ``NAMESPACE/NAME``; its queue is a queue of that namespac
 
 from __future__ import annotations
 
-import json
 from datetime import UTC
-from typing import Any
 
 import click
 
 from app.client.commands import (
-    _emit_json,
     _short,
     _table,
     connect,
+    emit,
     json_option,
+    json_payload,
     parse_pairs,
     server_options,
 )
@@ -23,10 +22,7 @@ from app.client.periodic import PeriodicJob
 
 
 def _show(job: PeriodicJob, as_json: bool) -> None:
-    if as_json:
-        _emit_json(job)
-        return
-    _rows([job])
+    emit(job, as_json, lambda shown: _rows([shown]))
 
 
 def _rows(jobs: list[PeriodicJob]) -> None:
@@ -86,25 +82,19 @@ def set_job(
     as_json: bool,
 ) -> None:
     """Create the job, or set its whole definition."""
-    fields: dict[str, Any] = {}
-    if payload is not None:
-        try:
-            fields["payload"] = json.loads(payload)
-        except ValueError as error:
-            raise click.BadParameter(f"not JSON: {error}", param_hint="--payload") from None
     with connect(url, token) as client:
         found = client.put_periodic(
             job,
             queue=queue,
             schedule=schedule,
             timezone=timezone,
+            payload=json_payload(payload),
             metadata=parse_pairs(metadata, "--metadata"),
             priority=priority,
             ttl_seconds=ttl,
             max_attempts=max_attempts,
             lease_seconds=lease_seconds,
             paused=paused,
-            **fields,
         )
     _show(found, as_json)
 
@@ -120,10 +110,7 @@ def list_jobs(
     """A namespace's periodic jobs."""
     with connect(url, token) as client:
         jobs = client.list_periodic(namespace, queue)
-    if as_json:
-        _emit_json(jobs)
-    else:
-        _rows(jobs)
+    emit(jobs, as_json, _rows)
 
 
 @periodic.command("show")
@@ -134,13 +121,15 @@ def show(job: str, url: str, token: str | None, as_json: bool) -> None:
     """One periodic job, with its template."""
     with connect(url, token) as client:
         found = client.get_periodic(job)
-    if as_json:
-        _emit_json(found)
-        return
-    _rows([found])
-    last = found.last_run_at.isoformat() if found.last_run_at else "never"
-    click.echo(f"last run: {last} ({found.last_message_id or 'no message'})")
-    click.echo(f"payload: {_short(found.payload, 200)}  metadata: {found.metadata}")
+    emit(found, as_json, _details)
+
+
+def _details(job: PeriodicJob) -> None:
+    """The job's row, then its last run and its template."""
+    _rows([job])
+    last = job.last_run_at.isoformat() if job.last_run_at else "never"
+    click.echo(f"last run: {last} ({job.last_message_id or 'no message'})")
+    click.echo(f"payload: {_short(job.payload, 200)}  metadata: {job.metadata}")
 
 
 @periodic.command("pause")
@@ -171,10 +160,7 @@ def trigger(job: str, url: str, token: str | None, as_json: bool) -> None:
     """Enqueue the job's message now, once."""
     with connect(url, token) as client:
         message_id = client.trigger_periodic(job)
-    if as_json:
-        _emit_json({"id": message_id})
-    else:
-        click.echo(message_id)
+    emit({"id": message_id}, as_json, lambda _: click.echo(message_id))
 
 
 @periodic.command("delete")

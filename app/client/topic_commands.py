@@ -5,21 +5,18 @@ namespace's fan-out topics over HTTP through :class:`app.client.Client` (docs/ap
 
 from __future__ import annotations
 
-import json
-
 import click
-import msgspec
 
 from app.client.commands import (
-    _emit_json,
     _table,
     connect,
+    emit,
     json_option,
-    parse_pairs,
+    message_options,
+    new_message,
     server_options,
 )
-from app.client.models import NewMessage
-from app.client.topics import SubscriptionSpec, Topic
+from app.client.topics import Published, SubscriptionSpec, Topic
 
 
 def _rows(topics: list[Topic]) -> None:
@@ -35,10 +32,7 @@ def _rows(topics: list[Topic]) -> None:
 
 
 def _show(topic: Topic, as_json: bool) -> None:
-    if as_json:
-        _emit_json(topic)
-    else:
-        _rows([topic])
+    emit(topic, as_json, lambda shown: _rows([shown]))
 
 
 def _spec(text: str) -> SubscriptionSpec:
@@ -46,18 +40,18 @@ def _spec(text: str) -> SubscriptionSpec:
     queue, colon, rule = text.partition(":")
     if not colon:
         return queue
-    key, equals, values = rule.partition("=")
-    if not equals or not key or not values:
-        raise click.BadParameter(f"{text!r}: expected QUEUE or QUEUE:KEY=A||B", param_hint="QUEUE")
-    return queue, key, [v.strip() for v in values.split("||")]
+    return queue, *_tags(rule, "QUEUE")
 
 
 def _filter(tag: str | None) -> tuple[str | None, list[str] | None]:
-    if tag is None:
-        return None, None
-    key, equals, values = tag.partition("=")
+    return (None, None) if tag is None else _tags(tag, "--tags")
+
+
+def _tags(rule: str, hint: str) -> tuple[str, list[str]]:
+    """``KEY=A||B`` as its key and its values."""
+    key, equals, values = rule.partition("=")
     if not equals or not key or not values:
-        raise click.BadParameter(f"{tag!r}: expected KEY=A||B", param_hint="--tags")
+        raise click.BadParameter(f"{rule!r}: expected KEY=A||B", param_hint=hint)
     return key, [v.strip() for v in values.split("||")]
 
 
@@ -92,10 +86,7 @@ def list_topics(namespace: str, url: str, token: str | None, as_json: bool) -> N
     """A namespace's topics and their subscriptions."""
     with connect(url, token) as client:
         found = client.list_topics(namespace)
-    if as_json:
-        _emit_json(found)
-    else:
-        _rows(found)
+    emit(found, as_json, _rows)
 
 
 @topic.command("show")
@@ -136,11 +127,7 @@ def unsubscribe(name: str, queue: str, url: str, token: str | None) -> None:
 
 @topic.command("publish")
 @click.argument("name", metavar="NAMESPACE/TOPIC")
-@click.option("--payload", help="The payload, a JSON value.")
-@click.option("--id", "message_id", help="Your id for the message (makes retries safe).")
-@click.option("--priority", type=int, help="Lower is served first (default: publish time).")
-@click.option("--delay", type=int, help="Seconds before the message becomes visible.")
-@click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata pair (repeat).")
+@message_options
 @server_options
 @json_option
 def publish(
@@ -159,26 +146,15 @@ def publish(
     \b
     sundial topic publish shop/orders --payload '{"order": 42}' --id order-42
     """
-    body: object = msgspec.UNSET
-    if payload is not None:
-        try:
-            body = json.loads(payload)
-        except ValueError as error:
-            raise click.BadParameter(f"not JSON: {error}", param_hint="--payload") from None
-    message = NewMessage(
-        id=message_id,
-        payload=body,
-        priority=priority,
-        delay_seconds=delay,
-        metadata=parse_pairs(metadata, "--metadata") or None,
-    )
+    message = new_message(payload, message_id, priority, delay, metadata)
     with connect(url, token) as client:
         [outcome] = client.publish(name, [message])
-    if as_json:
-        _emit_json(outcome)
-        return
-    rows = [[outcome.id, d.queue, d.state, d.created] for d in outcome.queues]
-    _table(["id", "queue", "state", "created"], rows or [[outcome.id, "(no queue)", "", ""]])
+    emit(outcome, as_json, _deliveries)
+
+
+def _deliveries(published: Published) -> None:
+    rows = [[published.id, d.queue, d.state, d.created] for d in published.queues]
+    _table(["id", "queue", "state", "created"], rows or [[published.id, "(no queue)", "", ""]])
 
 
 @topic.command("delete")

@@ -7,11 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
-import msgspec
-
-from app.client.calls import Call, split_queue
+from app.client.calls import (
+    Call,
+    decoder,
+    identified,
+    namespace_path,
+    nothing,
+    segment,
+    split_queue,
+)
 from app.client.models import Model, NewMessage
 
 
@@ -60,13 +65,17 @@ SubscriptionSpec = str | tuple[str, str, Sequence[str]]
 """A subscription to ask for: a queue's name, or ``(queue, tag_key, tags)`` for a filtered one."""
 
 
-def _base(namespace: str) -> str:
-    return f"v1/namespaces/{quote(namespace, safe='')}/topics"
+def _topics(namespace: str) -> str:
+    return f"{namespace_path(namespace)}/topics"
 
 
 def _topic(topic: str) -> str:
     namespace, name = split_queue(topic)
-    return f"{_base(namespace)}/{quote(name, safe='')}"
+    return f"{_topics(namespace)}/{segment(name)}"
+
+
+def _subscription_path(topic: str, queue: str) -> str:
+    return f"{_topic(topic)}/subscriptions/{segment(queue)}"
 
 
 def _subscription(spec: SubscriptionSpec) -> str | dict[str, Any]:
@@ -76,21 +85,7 @@ def _subscription(spec: SubscriptionSpec) -> str | dict[str, Any]:
     return {"queue": queue, "tag_key": tag_key, "tags": list(tags)}
 
 
-class _List(msgspec.Struct):
-    topics: list[Topic]
-
-
-class _Published(msgspec.Struct):
-    messages: list[Published]
-
-
-_TOPIC = msgspec.json.Decoder(Topic).decode
-_LIST = msgspec.json.Decoder(_List)
-_PUBLISHED = msgspec.json.Decoder(_Published)
-
-
-def _nothing(_: bytes) -> None:
-    return None
+_TOPIC = decoder(Topic)
 
 
 def put_topic(topic: str, subscriptions: Iterable[SubscriptionSpec]) -> Call[Topic]:
@@ -101,7 +96,7 @@ def put_topic(topic: str, subscriptions: Iterable[SubscriptionSpec]) -> Call[Top
 
 def list_topics(namespace: str) -> Call[list[Topic]]:
     """``GET /v1/namespaces/{ns}/topics``."""
-    return Call("GET", _base(namespace), lambda content: _LIST.decode(content).topics, safe=True)
+    return Call("GET", _topics(namespace), decoder(list[Topic], "topics"), safe=True)
 
 
 def get_topic(topic: str) -> Call[Topic]:
@@ -111,7 +106,7 @@ def get_topic(topic: str) -> Call[Topic]:
 
 def delete_topic(topic: str) -> Call[None]:
     """``DELETE …/topics/{topic}``."""
-    return Call("DELETE", _topic(topic), _nothing, safe=True)
+    return Call("DELETE", _topic(topic), nothing, safe=True)
 
 
 def subscribe(
@@ -119,20 +114,18 @@ def subscribe(
 ) -> Call[Topic]:
     """``PUT …/topics/{topic}/subscriptions/{queue}`` (the topic is made if need be)."""
     body = {} if tag_key is None and tags is None else {"tag_key": tag_key, "tags": tags}
-    path = f"{_topic(topic)}/subscriptions/{quote(queue, safe='')}"
-    return Call("PUT", path, _TOPIC, body, safe=True)
+    return Call("PUT", _subscription_path(topic, queue), _TOPIC, body, safe=True)
 
 
 def unsubscribe(topic: str, queue: str) -> Call[None]:
     """``DELETE …/topics/{topic}/subscriptions/{queue}``."""
-    path = f"{_topic(topic)}/subscriptions/{quote(queue, safe='')}"
-    return Call("DELETE", path, _nothing, safe=True)
+    return Call("DELETE", _subscription_path(topic, queue), nothing, safe=True)
 
 
 def publish(topic: str, messages: Iterable[NewMessage]) -> Call[list[Published]]:
     """``POST …/topics/{topic}/messages``: 1 to 1000 messages into every subscribed queue, all
     or nothing. Safe to repeat when every message has an id."""
     items = list(messages)
-    safe = all(m.id is not None for m in items)
-    decode = lambda content: _PUBLISHED.decode(content).messages  # noqa: E731
-    return Call("POST", f"{_topic(topic)}/messages", decode, {"messages": items}, safe=safe)
+    decode = decoder(list[Published], "messages")
+    path = f"{_topic(topic)}/messages"
+    return Call("POST", path, decode, {"messages": items}, safe=identified(items))

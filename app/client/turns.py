@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 
 import httpx
 
@@ -97,9 +98,9 @@ class Turns:
                 self._start_turn(client, acks, 0, False)  # acknowledgements alone
                 continue
             long_poll = not acks and not self._turns and not self.burst
-            if not acks and not long_poll and (self._turns or self._dry):
-                # A dequeue without a wait while another turn is on its way, or once the
-                # queue was found empty, would only find what that turn finds.
+            if not acks and not long_poll and (self._asked > 0 or self._dry):
+                # A dequeue without a wait while another turn that leases is on its way, or
+                # once the queue was found empty, would only find what that turn finds.
                 await self._next_turn()
                 continue
             count = min(max(wanted, 0), self.batch_size)
@@ -172,20 +173,18 @@ class Turns:
 
     async def _request(
         self, client: AsyncClient, acks: list[Leased], count: int, long_poll: bool
-    ) -> list[Leased]:
+    ) -> Sequence[Leased]:
         """Acknowledge ``acks`` and lease up to ``count`` messages in one call, or, with
         nothing to acknowledge, a dequeue (waiting for a message if ``long_poll``). On several
         queues (never with ``acks``: they go in turns of their own), one dequeue of them all."""
         if len(self.queues) > 1:
-            leased: list[Leased] = []
-            leased += await client.dequeue_many(
+            return await client.dequeue_many(
                 self.queues,
                 count,
                 wait_seconds=self.wait_seconds if long_poll else 0,
                 lease_seconds=self._lease,
                 metadata=self.metadata,
             )
-            return leased
         [queue] = self.queues
         if not acks:
             return await client.dequeue(

@@ -94,7 +94,7 @@ def work(
     )
     function = load_handler(handler)
     worker = Worker(
-        queues[0] if len(queues) == 1 else queues,
+        queues,
         function,
         url=url,
         token=token,

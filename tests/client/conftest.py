@@ -1,14 +1,16 @@
 """Client fixtures: one real server over a real socket for the whole run
 (:mod:`tests.client.server`, on a database of its own), and for each test a fresh namespace with
-a token, clients holding it, and the name of a queue in it."""
+a token, clients holding it, the name of a queue in it, and ``sundial`` run with that token."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
+from click.testing import CliRunner, Result
 
+from app.bootstrap.commands import main
 from app.client import AsyncClient, Client, RetryPolicy
 from tests.client.server import running_server
 from tests.conftest import ADMIN_TOKEN, TestDatabase
@@ -63,3 +65,22 @@ def client(server: str, token: str) -> Iterator[Client]:
 async def aclient(server: str, token: str) -> AsyncIterator[AsyncClient]:
     async with AsyncClient(server, token, retry=FAST_RETRY) as client:
         yield client
+
+
+Sundial = Callable[..., Result]
+"""``sundial(*args, code=0, stdin=None)``: the result of ``sundial ARGS…``."""
+
+
+@pytest.fixture
+def sundial(server: str, token: str) -> Sundial:
+    """Run ``sundial ARGS…`` in-process with SUNDIAL_URL/SUNDIAL_TOKEN set; its result (its exit
+    status asserted to be ``code``)."""
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0, stdin: str | None = None) -> Result:
+        env = {"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
+        result = runner.invoke(main, list(args), env=env, input=stdin, catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result
+
+    return run

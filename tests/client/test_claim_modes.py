@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 
-from click.testing import CliRunner
-
-from app.bootstrap.commands import main
 from app.client import AsyncClient, Client, NewMessage
+from tests.client.conftest import Sundial
 
 TAGGED = [
     NewMessage(id="a", priority=3, metadata={"tag": "A"}),
@@ -59,17 +57,11 @@ async def test_the_async_client_takes_a_list(q: str, aclient: AsyncClient) -> No
     assert [m.id for m in leased] == ["c", "a"]
 
 
-def test_the_command_line_takes_repeated_keys(
-    q: str, client: Client, server: str, token: str
-) -> None:
+def test_the_command_line_takes_repeated_keys(q: str, client: Client, sundial: Sundial) -> None:
     client.put_queue(q, filter_key="tag")
     client.enqueue_many(q, TAGGED)
 
-    result = CliRunner().invoke(
-        main,
-        ["dequeue", q, "--count", "10", "--metadata", "tag=A", "--metadata", "tag=C", "--json"],
-        env={"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token},
-        catch_exceptions=False,
-    )
-    assert result.exit_code == 0, result.output
+    result = sundial(
+        "dequeue", q, "--count", "10", "--metadata", "tag=A", "--metadata", "tag=C", "--json"
+    )  # exit status 0: the fixture asserts it
     assert [m["id"] for m in json.loads(result.output)] == ["c", "a"]

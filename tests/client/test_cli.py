@@ -10,26 +10,12 @@ import signal
 import subprocess
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from app.bootstrap.commands import main
 from app.client import Client, NewMessage
+from tests.client import conftest
 from tests.processes import ROOT, SUNDIAL
 
-
-@pytest.fixture
-def sundial(server: str, token: str):
-    """Run ``sundial ARGS…`` in-process with SUNDIAL_URL/SUNDIAL_TOKEN set; its result."""
-    runner = CliRunner()
-
-    def run(*args: str, code: int = 0, stdin: str | None = None):
-        env = {"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
-        result = runner.invoke(main, list(args), env=env, input=stdin, catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result
-
-    return run
+sundial = conftest.sundial
+"""The fixture, importable from here too (test_dequeue_many.py, test_worker_many.py)."""
 
 
 def test_script_round_trip_with_json_output(q: str, sundial, client: Client) -> None:

@@ -8,10 +8,9 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from click.testing import CliRunner
 
-from app.bootstrap.commands import main
 from app.client import ApiError, AsyncClient, Client
+from tests.client.conftest import Sundial
 
 
 def _dead_letters(client: Client, q: str, count: int) -> list[str]:
@@ -79,33 +78,26 @@ async def test_async_client(q: str, client: Client, aclient: AsyncClient) -> Non
     assert requeued.expires_at - requeued.updated_at == timedelta(seconds=50)
 
 
-def test_cli(q: str, server: str, token: str, client: Client) -> None:
+def test_cli(q: str, sundial: Sundial, client: Client) -> None:
     _dead_letters(client, q, 4)
     client.cancel(q, client.enqueue(q, id="c").id)
-    runner = CliRunner()
-    env = {"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
 
-    def sundial(*args: str, code: int = 0, stdin: str | None = None) -> str:
-        result = runner.invoke(main, list(args), env=env, input=stdin, catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result.stdout
-
-    out = sundial("dead-letters", "requeue", q, "--limit", "1", "--ttl", "90", "--json")
+    out = sundial("dead-letters", "requeue", q, "--limit", "1", "--ttl", "90", "--json").stdout
     assert json.loads(out) == {"requeued": 1}
     m0 = client.get_message(q, "m0")
     assert m0.expires_at is not None
     assert m0.expires_at - m0.updated_at == timedelta(seconds=90)
     out = sundial(
         "dead-letters", "requeue", q, "--id", "m1", "--expires-at", "2031-01-01T00:00:00+00:00"
-    )
+    ).stdout
     assert out.strip() == "requeued 1"
     assert client.get_message(q, "m1").expires_at == datetime(2031, 1, 1, tzinfo=UTC)
 
     sundial("dead-letters", "delete", q, "--limit", "1", stdin="n\n", code=1)  # not confirmed
     assert _states(client, q)["m2"] == "errored"
-    out = sundial("dead-letters", "delete", q, "--limit", "1", "--yes", "--json")
+    out = sundial("dead-letters", "delete", q, "--limit", "1", "--yes", "--json").stdout
     assert json.loads(out) == {"deleted": 1}
-    out = sundial("dead-letters", "delete", q, "--state", "canceled", stdin="y\n")
+    out = sundial("dead-letters", "delete", q, "--state", "canceled", stdin="y\n").stdout
     assert out.strip().endswith("deleted 1")
     assert _states(client, q) == {"m0": "pending", "m1": "pending", "m3": "errored"}
-    out = sundial("dead-letters", "delete", q, "--limit", "0", "--yes", code=1)
+    sundial("dead-letters", "delete", q, "--limit", "0", "--yes", code=1)

@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from app.bootstrap.commands import main
 from app.client import AsyncClient, Client, InvalidState, NewMessage, NotFound, QueuePaused
+from tests.client.conftest import Sundial
 
 
 def test_lease_a_message_by_its_id(q: str, client: Client) -> None:
@@ -77,28 +76,20 @@ async def test_the_async_client_does_the_same(q: str, aclient: AsyncClient) -> N
         await aclient.lease_message(q, "a")
 
 
-def test_the_command_line(q: str, server: str, token: str, client: Client, tmp_path: Path) -> None:
-    runner = CliRunner()
-
-    def sundial(*args: str, code: int = 0) -> str:
-        env = {"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
-        result = runner.invoke(main, list(args), env=env, catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result.stdout if code == 0 else result.output
-
-    made = sundial("enqueue", q, "--id", "a", "--payload", "1", "--create-queue", "--json")
+def test_the_command_line(q: str, sundial: Sundial, client: Client, tmp_path: Path) -> None:
+    made = sundial("enqueue", q, "--id", "a", "--payload", "1", "--create-queue", "--json").stdout
     assert json.loads(made) == {"id": "a", "state": "pending", "created": True}
-    out = sundial("enqueue", q, "--id", "a", "--payload", "2", "--replace", "--json")
+    out = sundial("enqueue", q, "--id", "a", "--payload", "2", "--replace", "--json").stdout
     assert json.loads(out) == {"id": "a", "state": "pending", "created": False, "replaced": True}
-    assert "replaced" in sundial("enqueue", q, "--id", "a", "--payload", "3", "--replace")
+    assert "replaced" in sundial("enqueue", q, "--id", "a", "--payload", "3", "--replace").stdout
     path = tmp_path / "messages.jsonl"
     path.write_text('{"id": "a", "payload": 4}\n{"id": "b"}\n')
-    counts = sundial("enqueue", q, "--file", str(path), "--replace", "--json")
+    counts = sundial("enqueue", q, "--file", str(path), "--replace", "--json").stdout
     assert json.loads(counts) == {"created": 1, "existing": 1, "replaced": 1}
-    leased = json.loads(sundial("lease", q, "a", "--lease", "60", "--json"))
+    leased = json.loads(sundial("lease", q, "a", "--lease", "60", "--json").stdout)
     assert (leased["id"], leased["payload"]) == ("a", 4)
-    assert "invalid_state" in sundial("lease", q, "a", code=1)
-    table = sundial("lease", q, "b")
+    assert "invalid_state" in sundial("lease", q, "a", code=1).output
+    table = sundial("lease", q, "b").stdout
     assert " b " in table
-    done = json.loads(sundial("ack", q, "a", leased["lease_id"], "--json"))
+    done = json.loads(sundial("ack", q, "a", leased["lease_id"], "--json").stdout)
     assert done["state"] == "completed"

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from app.bootstrap.commands import main
 from app.client import AsyncClient, Client, NewMessage, NotFound, QueuePaused, ValidationError
+from tests.client.conftest import Sundial
 
 
 def test_sync_client_round_trip(client: Client, namespace: str) -> None:
@@ -71,37 +70,31 @@ async def test_async_client_round_trip(aclient: AsyncClient, namespace: str) -> 
     assert await aclient.list_topics(namespace) == []
 
 
-def test_cli(server: str, token: str, client: Client, namespace: str) -> None:
-    runner = CliRunner()
-
-    def sundial(*args: str, code: int = 0) -> str:
-        env = {"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
-        result = runner.invoke(main, list(args), env=env, catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result.output
-
+def test_cli(sundial: Sundial, client: Client, namespace: str) -> None:
     for queue in ("billing", "audit"):
         client.put_queue(f"{namespace}/{queue}")
     topic = f"{namespace}/orders"
-    shown = json.loads(sundial("topic", "set", topic, "billing", "audit:kind=A||B", "--json"))
+    shown = json.loads(
+        sundial("topic", "set", topic, "billing", "audit:kind=A||B", "--json").output
+    )
     assert shown["subscriptions"][0] == {
         "queue": "audit",
         "tag_key": "kind",
         "tags": ["A", "B"],
         "subscribed_at": shown["subscriptions"][0]["subscribed_at"],
     }
-    assert "kind in A || B" in sundial("topic", "list", namespace)
+    assert "kind in A || B" in sundial("topic", "list", namespace).output
 
-    out = sundial("topic", "publish", topic, "--id", "o1", "--payload", '{"n": 1}', "--json")
+    out = sundial("topic", "publish", topic, "--id", "o1", "--payload", '{"n": 1}', "--json").output
     assert sorted(d["queue"] for d in json.loads(out)["queues"]) == ["billing"]
-    out = sundial("topic", "publish", topic, "--id", "o2", "--metadata", "kind=B")
+    out = sundial("topic", "publish", topic, "--id", "o2", "--metadata", "kind=B").output
     assert "audit" in out
     assert "billing" in out
 
     sundial("topic", "unsubscribe", topic, "billing")
     sundial("topic", "subscribe", topic, "billing", "--tags", "kind=C")
-    assert "kind in C" in sundial("topic", "show", topic)
+    assert "kind in C" in sundial("topic", "show", topic).output
     sundial("topic", "delete", topic)
-    assert "not_found" in sundial("topic", "show", topic, code=1)
-    refused = sundial("topic", "set", topic, "nowhere", code=1)
+    assert "not_found" in sundial("topic", "show", topic, code=1).output
+    refused = sundial("topic", "set", topic, "nowhere", code=1).output
     assert "subscriptions[0].queue" in refused

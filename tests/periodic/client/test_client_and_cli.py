@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from app.bootstrap.commands import main
 from app.client import AsyncClient, Client, NotFound, PeriodicJob, ValidationError
+from tests.client.conftest import Sundial
 
 
 def test_client_manages_and_triggers_a_job(client: Client, q: str, namespace: str) -> None:
@@ -66,18 +65,13 @@ async def test_async_client(aclient: AsyncClient, q: str, namespace: str) -> Non
     assert await aclient.list_periodic(namespace) == []
 
 
-def test_cli(server: str, token: str, client: Client, q: str, namespace: str) -> None:
-    runner = CliRunner()
-
-    def sundial(*args: str, code: int = 0) -> str:
-        env = {"SUNDIAL_URL": server, "SUNDIAL_TOKEN": token}
-        result = runner.invoke(main, ["periodic", *args], env=env, catch_exceptions=False)
-        assert result.exit_code == code, result.output
-        return result.output
+def test_cli(sundial: Sundial, client: Client, q: str, namespace: str) -> None:
+    def periodic(*args: str, code: int = 0) -> str:
+        return sundial("periodic", *args, code=code).output
 
     client.put_queue(q)
     job = f"{namespace}/report"
-    out = sundial(
+    out = periodic(
         "set", job, "--queue", "jobs", "--schedule", "*/10 * * * *",
         "--payload", '{"r": 1}', "--metadata", "k=v", "--json",
     )  # fmt: skip
@@ -87,18 +81,18 @@ def test_cli(server: str, token: str, client: Client, q: str, namespace: str) ->
         {"r": 1},
         {"k": "v"},
     )
-    table = sundial("list", namespace)
+    table = periodic("list", namespace)
     assert "report" in table
     assert "*/10 * * * *" in table
-    assert json.loads(sundial("pause", job, "--json"))["paused"] is True
-    assert json.loads(sundial("resume", job, "--json"))["paused"] is False
-    assert json.loads(sundial("show", job, "--json"))["name"] == "report"
-    message_id = sundial("trigger", job).strip()
+    assert json.loads(periodic("pause", job, "--json"))["paused"] is True
+    assert json.loads(periodic("resume", job, "--json"))["paused"] is False
+    assert json.loads(periodic("show", job, "--json"))["name"] == "report"
+    message_id = periodic("trigger", job).strip()
     assert message_id.startswith("cron:report:trigger:")
     assert client.get_message(q, message_id).payload == {"r": 1}
-    bad = sundial("set", job, "--queue", "jobs", "--schedule", "nope", code=1)
+    bad = periodic("set", job, "--queue", "jobs", "--schedule", "nope", code=1)
     assert "schedule" in bad
-    missing = sundial("set", job, "--queue", "nowhere", "--schedule", "@daily", code=1)
+    missing = periodic("set", job, "--queue", "nowhere", "--schedule", "@daily", code=1)
     assert "not_found" in missing
-    sundial("delete", job)
-    assert "not_found" in sundial("show", job, code=1)
+    periodic("delete", job)
+    assert "not_found" in periodic("show", job, code=1)
