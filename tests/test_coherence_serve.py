@@ -125,8 +125,9 @@ def new_token(admin: httpx.Client, namespace: str) -> tuple[str, str]:
     return answer.json()["token"], answer.json()["id"]
 
 
-def created(answer: httpx.Response) -> None:
+def created(answer: httpx.Response) -> httpx.Response:
     assert answer.status_code in (200, 201, 204), answer.text
+    return answer
 
 
 @pytest.mark.slow

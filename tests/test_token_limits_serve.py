@@ -9,39 +9,17 @@ other one within the test is refused, whatever the machine's speed (no wall-cloc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import ExitStack
-from pathlib import Path
-
 import httpx
 import pytest
 
-from tests.processes import free_port
-from tests.test_serve import serve
+from tests.test_coherence_serve import created, http_clients, new_token, servers
 
-CONNECTIONS = 6
+__all__ = ["servers"]
+
 ROUNDS = 4
 SLOW = 0.01  # requests per second
 QUEUES = "/v1/namespaces/shop/queues"
 MESSAGES = f"{QUEUES}/jobs/messages"
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[list[str], httpx.Client]]:
-    """Two servers on one database, the first with two workers; and an admin client of it."""
-    data_dir = tmp_path / "data"
-    with ExitStack() as second, ExitStack() as first:
-        one = first.enter_context(serve(data_dir, free_port(), workers=2))
-        two = second.enter_context(serve(data_dir, free_port()))
-        token = (data_dir / "admin-token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=one, headers=headers, timeout=30) as admin:
-            yield [one, two], admin
-
-
-def ok(answer: httpx.Response) -> httpx.Response:
-    assert answer.status_code in (200, 201), answer.text
-    return answer
 
 
 def statuses(clients: list[httpx.Client], send: str) -> list[int]:
@@ -65,31 +43,25 @@ def test_a_token_limit_holds_across_processes_and_changes_at_once(
     servers: tuple[list[str], httpx.Client],
 ) -> None:
     bases, admin = servers
-    ok(admin.post("/v1/namespaces", json={"name": "shop"}))
-    ok(admin.put(f"{QUEUES}/jobs", json={}))
-    issued = ok(admin.post("/v1/namespaces/shop/tokens", json={"label": "app"})).json()
-    limits = f"/v1/namespaces/shop/tokens/{issued['id']}"
-    headers = {"Authorization": f"Bearer {issued['token']}"}
-    with ExitStack() as stack:
-        clients = [
-            stack.enter_context(
-                httpx.Client(base_url=bases[i % len(bases)], headers=headers, timeout=30)
-            )
-            for i in range(CONNECTIONS)
-        ]
+    created(admin.post("/v1/namespaces", json={"name": "shop"}))
+    created(admin.put(f"{QUEUES}/jobs", json={}))
+    secret, token_id = new_token(admin, "shop")
+    limits = f"/v1/namespaces/shop/tokens/{token_id}"
+    with http_clients(bases, secret) as clients:
         # Unlimited: every process serves it (and now remembers the token as unlimited).
         assert set(statuses(clients, "read")) == {200}
 
         # Limited through the other server: one read in all, wherever it lands.
         with httpx.Client(base_url=bases[1], headers=admin.headers, timeout=30) as other:
-            assert ok(other.patch(limits, json={"read_rate": SLOW})).json()["read_rate"] == SLOW
+            answer = created(other.patch(limits, json={"read_rate": SLOW}))
+            assert answer.json()["read_rate"] == SLOW
         reads = statuses(clients, "read")
         assert sorted(set(reads)) == [200, 429]
         assert reads.count(200) == 1, reads
         assert set(statuses(clients, "write")) == {201}  # writes have no limit
 
         # Writes limited, reads lifted: at once, everywhere.
-        ok(admin.patch(limits, json={"read_rate": None, "write_rate": SLOW}))
+        created(admin.patch(limits, json={"read_rate": None, "write_rate": SLOW}))
         assert set(statuses(clients, "read")) == {200}
         writes = statuses(clients, "write")
         assert writes.count(201) == 1, writes

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
-from app.core import validation
 from app.core.errors import NotFoundError, UnavailableError, ValidationError
 from app.core.models import Namespace, Queue
 from app.core.service import QueueService
@@ -192,10 +191,6 @@ class InsightsStore(Protocol):
         reported so, not raised), in the server's order of pools."""
         ...
 
-    async def delete_messages(
-        self, queue: Queue, ids: Sequence[str], states: Sequence[State]
-    ) -> list[str]: ...
-
 
 def _series(minutes: int, points: dict[int, int]) -> list[int]:
     return [points.get(minute, 0) for minute in range(minutes)]
@@ -270,13 +265,8 @@ class QueueInsights:
         were deleted."""
         if not ids:
             raise ValidationError("ids", "choose at least one message")
-        if len(ids) > validation.MAX_QUERY_LIMIT:
-            raise ValidationError("ids", f"at most {validation.MAX_QUERY_LIMIT} ids")
-        for index, message_id in enumerate(ids):
-            validation.message_id(f"ids[{index}]", message_id)
-        queue = await self.service.get_queue_or_404(namespace, name)
-        states = sorted(DEAD_LETTER_STATES)
-        return len(await self.store.delete_messages(queue, list(dict.fromkeys(ids)), states))
+        states = sorted(str(state) for state in DEAD_LETTER_STATES)
+        return await self.service.delete_dead_letters(namespace, name, states, ids, len(ids))
 
     async def _throughput(self, queues: Sequence[Queue]) -> Throughput:
         start, rows = await self.store.throughput(queues, WINDOW_MINUTES)

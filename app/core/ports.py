@@ -94,7 +94,8 @@ class Store(Protocol):
         secret_hash: bytes,
         expires_at: datetime | None,
         access_key: tuple[str, bytes] | None = None,
-        limits: Mapping[str, float | None] | None = None,
+        *,
+        limits: Mapping[str, float | None],
     ) -> Token: ...
     async def list_tokens(self, namespace: str) -> list[Token]: ...
     async def delete_token(self, namespace: str, token_id: str) -> bool: ...

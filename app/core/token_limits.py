@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Final, Literal, get_args
+from typing import Final, Literal
 
 from app.core.errors import ValidationError
 
 Kind = Literal["read", "write"]
 """The kinds of request a token's limits tell apart."""
-
-KINDS: Final[tuple[Kind, ...]] = get_args(Kind)
 
 FIELDS: Final = ("read_rate", "write_rate")
 """The token fields that hold the limits, one per kind."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Sequence
 
+from prometheus_client import Histogram
+
 from app.core.models import Queue
 from app.core.states import Event
 from app.observability import metrics, multiprocess
@@ -77,15 +79,16 @@ class MetricsObserver:
 
     def waited(self, queue: Queue, seconds: Sequence[float]) -> None:
         """Observe first leases' waits."""
-        if seconds:
-            histogram = metrics.WAIT_SECONDS.labels(*self._labels(queue))
-            for value in seconds:
-                histogram.observe(value)
+        self._observe(metrics.WAIT_SECONDS, queue, seconds)
 
     def processed(self, queue: Queue, seconds: Sequence[float]) -> None:
         """Observe how long ended leases were held."""
+        self._observe(metrics.PROCESSING_SECONDS, queue, seconds)
+
+    def _observe(self, family: Histogram, queue: Queue, seconds: Sequence[float]) -> None:
+        """Observe ``seconds`` in the queue's series of the histogram ``family``."""
         if seconds:
-            histogram = metrics.PROCESSING_SECONDS.labels(*self._labels(queue))
+            histogram = family.labels(*self._labels(queue))
             for value in seconds:
                 histogram.observe(value)
 

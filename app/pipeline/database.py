@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 
-from app.database_url import psycopg_dsn
+from app.bootstrap.database import history_lock
+
+APPLICATION_NAME: Final = "sundial-pipeline"
+"""How the pipeline's sessions show in ``pg_stat_activity``."""
 
 
 def connect(database_url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
-    """A new connection in UTC, named so operators can tell it in ``pg_stat_activity``."""
-    return psycopg.connect(
-        psycopg_dsn(database_url),
-        autocommit=autocommit,
-        application_name="sundial-pipeline",
-        options="-c TimeZone=UTC",
-    )
+    """A new connection in UTC, named the pipeline's (the history lock's
+    :func:`~app.store.history_lock.connect`)."""
+    return history_lock.connect(database_url, APPLICATION_NAME, autocommit=autocommit)

@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Any
 
 import psycopg
 
 from app.bootstrap.database import history_lock
+from app.pipeline.database import APPLICATION_NAME
 
-APPLICATION_NAME: Final = "sundial-pipeline"
-"""How the pipeline's sessions show in ``pg_stat_activity``."""
-
-EXPORT_LOCK_KEY: Final = history_lock.EXPORT_LOCK_KEY
 ExportBusyError = history_lock.ExportBusyError
 PoolMismatchError = history_lock.PoolMismatchError
 Locked = history_lock.Locked
-check_pool_identity = history_lock.check_pool_identity
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from typing import Final
 
 from app.bootstrap.database import history_prune
 from app.core.models import DEFAULT_POOL
-from app.pipeline.lock import APPLICATION_NAME
+from app.pipeline.database import APPLICATION_NAME
 
 LOCK_TIMEOUT_SECONDS: Final = history_prune.LOCK_TIMEOUT_SECONDS
 """How long one step of a prune waits for a lock before the prune stops (``pending``)."""

@@ -40,7 +40,6 @@ from app.sqs.names import PATH_PREFIX
 from app.web import token_limits
 from app.web.ratelimit import RateLimitedError
 from app.web.runtime import ROUTE_LABEL, runtime
-from app.web.token_limits import sqs_kind
 
 log = logging.getLogger("sundial.sqs")
 
@@ -158,7 +157,7 @@ async def serve(request: Request[Any, Any, Any]) -> Response[bytes]:
         action, params = exchange.read()
         if action in ACTIONS:  # the metrics' route label: the door's own, per action
             request.scope[ROUTE_LABEL] = f"{PATH_PREFIX}:{action}"  # type: ignore[literal-required]
-        await _count_for_token(request, sqs_kind(action))
+        await _count_for_token(request, token_limits.sqs_kind(action))
         rt = runtime(request)
         actions = Actions(rt.service, rt.waiters_of)
         result = await actions.run(action, params, caller, request.receive)

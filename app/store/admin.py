@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
+from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,8 +21,8 @@ from app.core import catalogue
 from app.core.errors import ConflictError, NamespaceMovingError, NotFoundError, ValidationError
 from app.core.models import AccessKey, Namespace, Queue, QueueConfig, Token
 from app.core.states import State
-from app.store.errors import raise_translated, retry_transient
-from app.store.paths import StorePaths
+from app.store.errors import retry_transient
+from app.store.paths import StorePaths, driver_sql
 from app.store.rows import queue_from_row
 from app.store.sql import catalogue as catalogue_sql
 from app.store.sql import pools as pools_sql
@@ -42,6 +43,7 @@ _TOKEN_FIELDS = (
     "write_rate",
 )
 _SECRET_COLUMNS = frozenset({"secret_hash", "sealed_secret"})
+_TOKEN_RATE_HIT = driver_sql(token_limits_sql.TOKEN_RATE_HIT)
 
 
 class AdminStore(StorePaths):
@@ -135,13 +137,13 @@ class AdminStore(StorePaths):
         secret_hash: bytes,
         expires_at: datetime | None,
         access_key: tuple[str, bytes] | None = None,
-        limits: Mapping[str, float | None] | None = None,
+        *,
+        limits: Mapping[str, float | None],
     ) -> Token:
         """Store a token (hashed; an SQS access key also with its id and sealed secret; with its
         rate ``limits``, ``read_rate`` and ``write_rate``); NotFoundError when the namespace
         does not exist."""
         access_key_id, sealed_secret = access_key or (None, None)
-        rates = {"read_rate": None, "write_rate": None, **(limits or {})}
         stmt = (
             sa.insert(tokens)
             .from_select(
@@ -164,8 +166,8 @@ class AdminStore(StorePaths):
                     sa.literal(expires_at, sa.DateTime(timezone=True)),
                     sa.literal(access_key_id, sa.Text),
                     sa.literal(sealed_secret, sa.LargeBinary),
-                    sa.literal(rates["read_rate"], sa.Double),
-                    sa.literal(rates["write_rate"], sa.Double),
+                    sa.literal(limits["read_rate"], sa.Double),
+                    sa.literal(limits["write_rate"], sa.Double),
                 ).where(namespaces.c.name == namespace, namespaces.c.state == "active"),
             )
             .returning(*(c for c in tokens.c if c.name not in _SECRET_COLUMNS))
@@ -236,14 +238,13 @@ class AdminStore(StorePaths):
         every process at once (app/store/sql/token_limits.py): None when allowed (also when it
         has no such limit any more), else the seconds until a retry may be allowed."""
         params = {"token_id": token_id, "kind": kind}
-        # Not _transaction: the statement reads the limit from ``tokens`` itself, so it relies
-        # on no lookup of the request and must neither check nor confirm them (a catalogue
-        # change is the request's own statements' to find).
-        try:
-            async with self._autocommit.connect() as conn:
-                row = (await conn.execute(token_limits_sql.TOKEN_RATE_HIT, params)).first()
-        except (sa_exc.TimeoutError, sa_exc.DBAPIError, OSError) as error:
-            raise_translated(error)
+        # The driver path, without confirming: the statement reads the limit from ``tokens``
+        # itself, so it relies on no lookup of the request and must neither check nor confirm
+        # them (a catalogue change is the request's own statements' to find).
+        async with self._driver(confirm=False) as driver:
+            cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
+            await cursor.execute(_TOKEN_RATE_HIT, params)
+            row = await cursor.fetchone()
         if row is None or row.allowed:
             return None
         return max(0.0, float(row.retry_after))

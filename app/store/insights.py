@@ -23,10 +23,8 @@ from app.core.insights import (
     RunningValue,
 )
 from app.core.models import DEFAULT_POOL, Namespace, Queue
-from app.core.states import State
 from app.store.connections import available
 from app.store.sql.insights import (
-    MESSAGES_DELETE_IF_IN_STATES,
     MESSAGES_OLDEST_PENDING_AGE_PER_QUEUE,
     MESSAGES_RUNNING_EXCLUSIVE_WITH_BLOCKED,
     MESSAGES_THROUGHPUT_PER_MINUTE,
@@ -143,14 +141,6 @@ class PostgresInsights:
         """This database's namespaces, as the only pool, ``default``."""
         return [await self.namespaces_of(DEFAULT_POOL)]
 
-    async def delete_messages(
-        self, queue: Queue, ids: Sequence[str], states: Sequence[State]
-    ) -> list[str]:
-        """Delete the listed messages that are in ``states``; returns the deleted ids."""
-        params = {"queue_id": queue.id, "ids": list(ids), "states": [str(s) for s in states]}
-        async with self._connect() as conn:
-            return list((await conn.execute(MESSAGES_DELETE_IF_IN_STATES, params)).scalars())
-
 
 class PooledInsights:
     """Implements :class:`app.core.insights.InsightsStore` over one :class:`PostgresInsights`
@@ -210,11 +200,6 @@ class PooledInsights:
             return await self._pools[DEFAULT_POOL].namespace_pools()
         except UnavailableError:
             return None
-
-    def delete_messages(
-        self, queue: Queue, ids: Sequence[str], states: Sequence[State]
-    ) -> Call[list[str]]:
-        return self._pools[queue.pool].delete_messages(queue, ids, states)
 
 
 def _as_placed(found: PoolNamespaces, placed: Mapping[str, str] | None) -> PoolNamespaces:

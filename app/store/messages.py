@@ -9,6 +9,7 @@ statement that matched nothing returns None; the service then asks :meth:`guard_
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString
 
@@ -132,19 +133,14 @@ class MessageStore(StorePaths):
         with ``replace``, the waiting ones replaced. The concurrent enqueues of a queue in this
         process share statements and commits (:mod:`app.store.coalesce`); only enqueues of the
         same mode are joined."""
-        if self._joined_enqueues is None:
-            self._joined_enqueues = StatementJoiner(self._enqueue_now, _row_id)
         if replace:
             if self._joined_replaces is None:
-                self._joined_replaces = StatementJoiner(self._replace_now, _row_id)
+                replace_now = functools.partial(self._enqueue_now, replace=True)
+                self._joined_replaces = StatementJoiner(replace_now, _row_id)
             return await self._joined_replaces.run(queue, rows, queue_guard(queue))
+        if self._joined_enqueues is None:
+            self._joined_enqueues = StatementJoiner(self._enqueue_now, _row_id)
         return await self._joined_enqueues.run(queue, rows, queue_guard(queue))
-
-    async def _replace_now(
-        self, queue: Queue, rows: Sequence[NewRow], guard: dict[str, Any]
-    ) -> list[EnqueueOutcome]:
-        """:meth:`_enqueue_now`, replacing the waiting messages of ids already taken."""
-        return await self._enqueue_now(queue, rows, guard, replace=True)
 
     _joined_enqueues: StatementJoiner[NewRow, EnqueueOutcome] | None = None
     _joined_replaces: StatementJoiner[NewRow, EnqueueOutcome] | None = None
@@ -404,8 +400,7 @@ class MessageStore(StorePaths):
         finished first: the ones :meth:`requeue_many` would take. Returns how many."""
         params = _dead_letters_params(queue, states, ids, limit)
         async with self._transaction() as conn:
-            result = await conn.execute(transitions.MESSAGES_DELETE_DEAD_LETTERS, params)
-            return len(result.all())
+            return (await conn.execute(transitions.MESSAGES_DELETE_DEAD_LETTERS, params)).rowcount
 
 
 def _respawn_params(terms: Respawn) -> dict[str, Any]:

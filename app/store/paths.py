@@ -99,7 +99,7 @@ class StorePaths:
 
     @asynccontextmanager
     async def _driver(
-        self, *, pipelined: bool = False
+        self, *, pipelined: bool = False, confirm: bool = True
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """The psycopg connection of a pooled connection, in autocommit, for the hot path.
 
@@ -116,7 +116,9 @@ class StorePaths:
         not one per pooled connection. A connection that reaches a standby counts as broken, and
         a commit its synchronous standby did not confirm is not acknowledged
         (:mod:`app.store.connections`). ``pipelined``: the block runs a pipeline, and an error
-        replaces its connection (see the comment below).
+        replaces its connection (see the comment below). ``confirm``: the block's statements
+        carry the catalogue guard, so their success confirms the request's lookups; False for
+        a statement without it, which must leave them to the request's own statements.
         """
         try:
             pooled = await self.engine.raw_connection()
@@ -128,8 +130,9 @@ class StorePaths:
             await driver.set_autocommit(True)
             yield driver
             refuse_unreplicated(watch)
-            # Every statement of this path carries the catalogue guard, and it passed.
-            view = catalogue.current_view()
+            # Every statement of this path carries the catalogue guard (unless ``confirm`` says
+            # otherwise), and it passed.
+            view = catalogue.current_view() if confirm else None
             if view is not None and view.version is not None:
                 view.checked = True
         except psycopg.Error as error:

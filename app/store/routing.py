@@ -317,12 +317,13 @@ class PooledStore:
         secret_hash: bytes,
         expires_at: datetime | None,
         access_key: tuple[str, bytes] | None = None,
-        limits: Mapping[str, float | None] | None = None,
+        *,
+        limits: Mapping[str, float | None],
     ) -> Token:
         return await self._at(
             namespace,
             lambda s: s.insert_token(
-                namespace, token_id, label, secret_hash, expires_at, access_key, limits
+                namespace, token_id, label, secret_hash, expires_at, access_key, limits=limits
             ),
             fresh=True,
         )

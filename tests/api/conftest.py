@@ -138,6 +138,21 @@ async def serve(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
         await lifespan
 
 
+@asynccontextmanager
+async def two_processes(database_url: str, engine: AsyncEngine) -> AsyncIterator[list[Caller]]:
+    """Admin callers of two apps on one database, each app with its own lookup cache (kept a
+    minute, so no expiry can hide a stale entry): two server processes."""
+    settings = make_settings(database_url, lookup_cache_seconds=60)
+    first, second = create_app(settings, engine=engine), create_app(settings, engine=engine)
+    async with serve(first) as one, serve(second) as two:
+        yield [Caller(one, first, ADMIN_TOKEN), Caller(two, second, ADMIN_TOKEN)]
+
+
+def as_token(caller: Caller, token: str) -> Caller:
+    """``caller``'s client and app, presenting ``token``."""
+    return Caller(caller.client, caller.app, token)
+
+
 @pytest.fixture
 async def client(app: Litestar) -> AsyncIterator[httpx.AsyncClient]:
     async with serve(app) as client:

@@ -11,16 +11,12 @@ tests/test_coherence_serve.py does the same against real server processes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap.server import create_app
-from tests.api.conftest import Caller, make_settings, serve
-from tests.conftest import ADMIN_TOKEN
+from tests.api.conftest import Caller, as_token, two_processes
 
 LOOPS = 6
 WARM = 5  # requests each loop makes before the change
@@ -38,19 +34,6 @@ class Seen:
 
     def statuses(self, *, after: bool) -> set[int]:
         return {answer.status_code for was_after, answer in self.answers if was_after == after}
-
-
-@asynccontextmanager
-async def two_processes(database_url: str, engine: AsyncEngine) -> AsyncIterator[list[Caller]]:
-    """Admin callers of two apps on one database, each app with its own lookup cache."""
-    settings = make_settings(database_url, lookup_cache_seconds=60)
-    first, second = create_app(settings, engine=engine), create_app(settings, engine=engine)
-    async with serve(first) as one, serve(second) as two:
-        yield [Caller(one, first, ADMIN_TOKEN), Caller(two, second, ADMIN_TOKEN)]
-
-
-def as_token(caller: Caller, token: str) -> Caller:
-    return Caller(caller.client, caller.app, token)
 
 
 async def hammer(

@@ -16,9 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.bootstrap.server import create_app
-from tests.api.conftest import Caller, assert_error, make_settings, serve
-from tests.conftest import ADMIN_TOKEN
+from tests.api.conftest import Caller, as_token, assert_error, two_processes
 from tests.helpers import scalar
 
 SLOW = 0.01  # requests per second: one per 100 s
@@ -27,15 +25,14 @@ JOBS = f"{QUEUES}/jobs"
 
 
 @asynccontextmanager
-async def two_processes(database_url: str, engine: AsyncEngine) -> AsyncIterator[list[Caller]]:
-    """Admin callers of two apps on one database, each app with its own lookup cache."""
-    settings = make_settings(database_url, lookup_cache_seconds=60)
-    first, second = create_app(settings, engine=engine), create_app(settings, engine=engine)
-    async with serve(first) as one, serve(second) as two:
-        admin = Caller(one, first, ADMIN_TOKEN)
-        assert (await admin.post("/v1/namespaces", json={"name": "ns"})).status_code == 201
-        assert (await admin.put(JOBS, json={})).status_code == 201
-        yield [admin, Caller(two, second, ADMIN_TOKEN)]
+async def processes_with_jobs(
+    database_url: str, engine: AsyncEngine
+) -> AsyncIterator[list[Caller]]:
+    """:func:`two_processes`' admin callers, with namespace ``ns`` and its queue ``jobs``."""
+    async with two_processes(database_url, engine) as admins:
+        assert (await admins[0].post("/v1/namespaces", json={"name": "ns"})).status_code == 201
+        assert (await admins[0].put(JOBS, json={})).status_code == 201
+        yield admins
 
 
 async def issue(admin: Caller, **limits: Any) -> tuple[str, str]:
@@ -49,7 +46,7 @@ async def issue(admin: Caller, **limits: Any) -> tuple[str, str]:
 
 
 def on_both(admins: list[Caller], secret: str) -> list[Caller]:
-    return [Caller(a.client, a.app, secret) for a in admins]
+    return [as_token(admin, secret) for admin in admins]
 
 
 async def enqueue(caller: Caller) -> int:
@@ -60,7 +57,7 @@ async def enqueue(caller: Caller) -> int:
 async def test_a_limit_holds_across_processes_and_kinds_count_apart(
     database_url: str, engine: AsyncEngine
 ) -> None:
-    async with two_processes(database_url, engine) as admins:
+    async with processes_with_jobs(database_url, engine) as admins:
         secret, _ = await issue(admins[0], read_rate=SLOW, write_rate=SLOW)
         one, two = on_both(admins, secret)
         assert (await one.get(QUEUES)).status_code == 200
@@ -78,7 +75,7 @@ async def test_a_limit_holds_across_processes_and_kinds_count_apart(
 
 
 async def test_only_the_limited_kind_is_limited(database_url: str, engine: AsyncEngine) -> None:
-    async with two_processes(database_url, engine) as admins:
+    async with processes_with_jobs(database_url, engine) as admins:
         secret, _ = await issue(admins[0], write_rate=SLOW)
         one, two = on_both(admins, secret)
         assert await enqueue(one) == 201
@@ -90,7 +87,7 @@ async def test_only_the_limited_kind_is_limited(database_url: str, engine: Async
 
 
 async def test_tokens_without_a_limit_pay_nothing(database_url: str, engine: AsyncEngine) -> None:
-    async with two_processes(database_url, engine) as admins:
+    async with processes_with_jobs(database_url, engine) as admins:
         secret, _ = await issue(admins[0])
         for who in on_both(admins, secret) * 5:
             assert (await who.get(QUEUES)).status_code == 200
@@ -105,7 +102,7 @@ async def test_tokens_without_a_limit_pay_nothing(database_url: str, engine: Asy
 async def test_a_change_applies_to_the_next_request_in_every_process(
     database_url: str, engine: AsyncEngine
 ) -> None:
-    async with two_processes(database_url, engine) as admins:
+    async with processes_with_jobs(database_url, engine) as admins:
         secret, token_id = await issue(admins[0])
         one, two = on_both(admins, secret)
         for who in (one, two, one, two):  # both processes now remember the token, unlimited
@@ -138,7 +135,7 @@ async def test_a_change_applies_to_the_next_request_in_every_process(
 
 
 async def test_a_raised_limit_applies_at_once(database_url: str, engine: AsyncEngine) -> None:
-    async with two_processes(database_url, engine) as admins:
+    async with processes_with_jobs(database_url, engine) as admins:
         secret, token_id = await issue(admins[0], read_rate=SLOW)
         one, two = on_both(admins, secret)
         assert (await one.get(QUEUES)).status_code == 200
@@ -188,6 +185,6 @@ async def test_setting_limits_of_what_does_not_exist_is_404(admin: Caller) -> No
 async def test_a_namespace_token_may_not_set_limits(admin: Caller) -> None:
     assert (await admin.post("/v1/namespaces", json={"name": "ns"})).status_code == 201
     issued = (await admin.post("/v1/namespaces/ns/tokens", json={"read_rate": 5})).json()
-    own = Caller(admin.client, admin.app, issued["token"])
+    own = as_token(admin, issued["token"])
     path = f"/v1/namespaces/ns/tokens/{issued['id']}"
     assert_error(await own.patch(path, json={"read_rate": None}), 403, "forbidden")

@@ -1,4 +1,4 @@
-"""What every body of API v1 shares: the request and response bases, and a message payload as
+"""What every body of API v1 shares: the request, PATCH and response bases, and a message payload as
 the core takes it.
 
 OpenAPI component names are these classes' names (Litestar derives them), so a class keeps its
@@ -7,12 +7,27 @@ name wherever it lives.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 
 class In(msgspec.Struct, forbid_unknown_fields=True):
     """Base of request bodies: an unknown field is an error."""
+
+
+class Patch(In):
+    """Base of PATCH bodies: every field defaults to ``UNSET``, and only the fields given
+    change."""
+
+    def to_changes(self) -> dict[str, Any]:
+        """The fields that were given."""
+        return {
+            name: value
+            for name in self.__struct_fields__
+            if (value := getattr(self, name)) is not UNSET
+        }
 
 
 class Out(msgspec.Struct, gc=False):

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from app.api.schemas.common import In, Out, payload_bytes
+from app.api.schemas.common import In, Out, Patch, payload_bytes
 from app.core.periodic import MessageTemplate, PeriodicJob, PeriodicSpec
 
 
@@ -49,7 +49,7 @@ class PeriodicPut(In):
         )
 
 
-class PeriodicPatch(In):
+class PeriodicPatch(Patch):
     """``PATCH …/periodic/{name}``: only the fields given change (``paused`` pauses or resumes
     the job)."""
 
@@ -66,11 +66,7 @@ class PeriodicPatch(In):
 
     def to_changes(self) -> dict[str, Any]:
         """The fields that were given (a payload as its JSON text)."""
-        changes = {
-            name: value
-            for name in self.__struct_fields__
-            if (value := getattr(self, name)) is not UNSET
-        }
+        changes = super().to_changes()
         if "payload" in changes:
             changes["payload"] = payload_bytes(self.payload)
         return changes

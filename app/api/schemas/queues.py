@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from app.api.schemas.common import In, Out
+from app.api.schemas.common import In, Out, Patch
 from app.core import validation
 from app.core.errors import ValidationError
 from app.core.models import Queue, QueueConfig, QueueKind, QueueOrdering
@@ -58,7 +58,7 @@ def _filter_keys(one: str | None, keys: list[str] | None) -> tuple[str, ...]:
     return tuple(keys)
 
 
-class QueuePatch(In):
+class QueuePatch(Patch):
     """``PATCH …/queues/{queue}``: only the fields given change (``kind``, ``exclusive_key``,
     ``filter_key(s)`` and ``ordering`` are accepted here only to be refused with a clear error)."""
 
@@ -76,14 +76,6 @@ class QueuePatch(In):
     enqueue_paused: bool | UnsetType = UNSET
     dequeue_paused: bool | UnsetType = UNSET
     dead_letter_queue: str | UnsetType | None = UNSET
-
-    def to_changes(self) -> dict[str, Any]:
-        """The fields that were given."""
-        return {
-            name: value
-            for name in self.__struct_fields__
-            if (value := getattr(self, name)) is not UNSET
-        }
 
 
 class QueueOut(Out):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from msgspec import UNSET, UnsetType
 
-from app.api.schemas.common import In, Out
+from app.api.schemas.common import In, Out, Patch
 from app.core.models import IssuedToken, Token
 
 
@@ -27,20 +27,12 @@ class TokenIssue(In):
     own). Writes: enqueue, ack, complete, fail, … every request that is not a read."""
 
 
-class TokenLimitsPatch(In):
+class TokenLimitsPatch(Patch):
     """``PATCH /v1/namespaces/{ns}/tokens/{token_id}``: the limits given change (null: no limit),
     the others stay."""
 
     read_rate: float | UnsetType | None = UNSET
     write_rate: float | UnsetType | None = UNSET
-
-    def to_changes(self) -> dict[str, float | None]:
-        """The fields that were given."""
-        return {
-            name: value
-            for name in self.__struct_fields__
-            if (value := getattr(self, name)) is not UNSET
-        }
 
 
 def _kind(token: Token) -> str:

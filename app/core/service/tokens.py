@@ -87,10 +87,7 @@ class Tokens(ServiceBase):
     ) -> IssuedToken:
         """Issue a namespace token, with its own rate limits if given (requests per second;
         :mod:`app.core.token_limits`); its secret is returned now and never again."""
-        limits = {
-            "read_rate": token_limits.rate("read_rate", read_rate),
-            "write_rate": token_limits.rate("write_rate", write_rate),
-        }
+        limits = token_limits.changes({"read_rate": read_rate, "write_rate": write_rate})
         await self._require_namespace(namespace)
         validation.text("label", label, 200)
         if expires_at is not None:
@@ -134,10 +131,7 @@ class Tokens(ServiceBase):
         """Issue an SQS access key (a token that signs requests: docs/sqs.md), with its own rate
         limits if given; its secret access key is returned now and never again, and stored only
         sealed."""
-        limits = {
-            "read_rate": token_limits.rate("read_rate", read_rate),
-            "write_rate": token_limits.rate("write_rate", write_rate),
-        }
+        limits = token_limits.changes({"read_rate": read_rate, "write_rate": write_rate})
         if self.sealer is None:
             raise UnavailableError(
                 "SQS access keys need a sealing secret: set SUNDIAL_SQS_SEALING_KEY (or an admin"
@@ -156,7 +150,7 @@ class Tokens(ServiceBase):
             hash_secret(secret),
             expires_at,
             (access_key_id, self.sealer.seal(access_key_id, secret)),
-            limits,
+            limits=limits,
         )
         return IssuedToken(token=token, secret=secret)
 

@@ -162,16 +162,6 @@ MESSAGES_OLDEST_PENDING_AGE_PER_QUEUE: Final[TextClause] = text(
 """Seconds the longest-waiting pending message of each queue in ``:queue_ids`` has been visible
 (NULL for a queue with no pending message)."""
 
-MESSAGES_DELETE_IF_IN_STATES: Final[TextClause] = text(
-    """
-    DELETE FROM messages
-    WHERE queue_id = :queue_id AND id = ANY(CAST(:ids AS text[]))
-      AND state = ANY(CAST(:states AS message_state[]))
-    RETURNING id
-    """
-)
-"""Delete listed messages, guarded by state: only those still in ``:states``."""
-
 NAMESPACES_LIST: Final[TextClause] = text(
     "SELECT name, description, created_at FROM namespaces ORDER BY name"
 )
