@@ -19,7 +19,7 @@ of a tick:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -47,6 +47,8 @@ JOB_ID_PREFIX = "cron"
 """Message ids of a job's ticks begin ``cron:<job>:``."""
 
 _ONE_MICROSECOND = timedelta(microseconds=1)
+_CHECKED_FROM = datetime(2000, 1, 1, tzinfo=UTC)
+"""Where a schedule is checked from: it must fire within 30 years of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,20 +94,16 @@ class PeriodicJob:
     updated_at: datetime
 
 
-PERIODIC_FIELDS = frozenset(
-    {
-        "queue",
-        "schedule",
-        "timezone",
-        "paused",
-        "payload",
-        "metadata",
-        "priority",
-        "ttl_seconds",
-        "max_attempts",
-        "lease_seconds",
-    }
+_SPEC_FIELDS = ("queue", "schedule", "timezone", "paused")
+_TEMPLATE_FIELDS = (
+    "payload",
+    "metadata",
+    "priority",
+    "ttl_seconds",
+    "max_attempts",
+    "lease_seconds",
 )
+PERIODIC_FIELDS = frozenset((*_SPEC_FIELDS, *_TEMPLATE_FIELDS))
 """The fields a PATCH of a periodic job may change."""
 
 
@@ -122,10 +120,10 @@ def schedule(field_name: str, value: str) -> str:
             f" or one of {', '.join(ALIASES)}",
         )
     try:
-        CronSim(" ".join(fields), datetime(2000, 1, 1, tzinfo=UTC))
+        ticks = CronSim(" ".join(fields), _CHECKED_FROM)
     except CronSimError as error:
         raise ValidationError(field_name, f"is not a valid cron expression: {error}") from None
-    if _never_fires(" ".join(fields)):
+    if _never_fires(ticks):
         raise ValidationError(field_name, "never fires (no such date)")
     stripped = value.strip()
     return stripped.lower() if stripped.lower() in ALIASES else " ".join(fields)
@@ -175,38 +173,9 @@ def patched(current: PeriodicSpec, changes: Mapping[str, Any]) -> PeriodicSpec:
     for key in changes:
         if key not in PERIODIC_FIELDS:
             raise ValidationError(key, "is not a periodic job setting")
-    tpl = current.template
-    template_changes = {
-        key: changes[key]
-        for key in (
-            "payload",
-            "metadata",
-            "priority",
-            "ttl_seconds",
-            "max_attempts",
-            "lease_seconds",
-        )
-        if key in changes
-    }
-    return PeriodicSpec(
-        queue=changes.get("queue", current.queue),
-        schedule=changes.get("schedule", current.schedule),
-        timezone=changes.get("timezone", current.timezone),
-        template=MessageTemplate(
-            payload=template_changes.get("payload", tpl.payload),
-            metadata=template_changes.get("metadata", tpl.metadata),
-            priority=template_changes.get("priority", tpl.priority),
-            ttl_seconds=template_changes.get("ttl_seconds", tpl.ttl_seconds),
-            max_attempts=template_changes.get("max_attempts", tpl.max_attempts),
-            lease_seconds=template_changes.get("lease_seconds", tpl.lease_seconds),
-        ),
-        paused=changes.get("paused", current.paused),
-    )
-
-
-def job_name(field_name: str, value: str) -> str:
-    """A periodic job's name: the charset and length of queue names."""
-    return validation.name(field_name, value)
+    template_changes = {key: changes[key] for key in _TEMPLATE_FIELDS if key in changes}
+    spec_changes = {key: changes[key] for key in _SPEC_FIELDS if key in changes}
+    return replace(current, **spec_changes, template=replace(current.template, **template_changes))
 
 
 def next_tick(expression: str, zone: str, after: datetime) -> datetime:
@@ -247,11 +216,8 @@ def due_tick(expression: str, zone: str, next_run_at: datetime, now: datetime) -
     tick = max(latest, next_run_at)
     skipped = 0
     if latest > next_run_at:
-        seen = next_run_at
-        while skipped < COUNT_SKIPPED_UP_TO:
-            seen = next_tick(expression, zone, seen)
-            if seen >= latest:
-                break
+        ticks = CronSim(_expression(expression), next_run_at.astimezone(ZoneInfo(zone)))
+        while skipped < COUNT_SKIPPED_UP_TO and next(ticks).astimezone(UTC) < latest:
             skipped += 1
         skipped += 1  # next_run_at itself was a tick missed too
     return Firing(tick=tick, next_run_at=next_tick(expression, zone, now), skipped=skipped)
@@ -279,10 +245,8 @@ def _expression(value: str) -> str:
     return ALIASES.get(stripped.lower(), stripped)
 
 
-def _never_fires(expression: str) -> bool:
-    """Whether a valid expression has no tick in the next 30 years (``0 0 31 2 *``)."""
-    start = datetime(2000, 1, 1, tzinfo=UTC)
-    try:
-        return next(CronSim(expression, start)) > start.replace(year=2030)
-    except StopIteration:
-        return True
+def _never_fires(ticks: CronSim) -> bool:
+    """Whether a valid expression's ticks from :data:`_CHECKED_FROM` hold none in the next 30
+    years (``0 0 31 2 *``)."""
+    first = next(ticks, None)
+    return first is None or first > _CHECKED_FROM.replace(year=2030)

@@ -42,8 +42,8 @@ class Subscription:
     """A queue subscribed to a topic, as read with the topic."""
 
     queue: Queue
-    tags: TagFilter | None = None
-    created_at: datetime | None = None
+    tags: TagFilter | None
+    created_at: datetime
 
     def accepts(self, metadata: Mapping[str, str]) -> bool:
         """Whether this subscription receives a message with this metadata."""

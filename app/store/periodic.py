@@ -10,13 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.core import periodic
-from app.core.errors import NamespaceMovingError, NotFoundError
 from app.core.periodic import MessageTemplate, PeriodicJob, PeriodicSpec
+from app.store.admin import AdminStore
 from app.store.paths import StorePaths
-from app.store.sql import catalogue as catalogue_sql
 from app.store.sql import periodic as sql
 
 
@@ -74,17 +72,21 @@ class PeriodicStore(StorePaths):
         return [job_from_row(row) for row in rows]
 
     async def delete_periodic_job(self, namespace: str, name: str) -> bool:
-        """Delete the job; whether it existed."""
+        """Delete the job; whether it existed (not while its namespace moves)."""
         async with self._transaction() as conn:
             params = {"namespace": namespace, "name": name}
-            return (await conn.execute(sql.PERIODIC_JOB_DELETE, params)).first() is not None
+            if (await conn.execute(sql.PERIODIC_JOB_DELETE, params)).first() is not None:
+                return True
+            await _namespace_here(conn, namespace)  # raises while it moves
+            return False
 
     async def trigger_periodic_job(
         self, namespace: str, name: str
     ) -> tuple[bool, str | None, str | None]:
         """Enqueue the job's message now, once: (job found, message id, refusal). The id is
-        ``cron:<job>:trigger:<now>``; the refusal says why nothing was enqueued (the queue
-        missing or paused for enqueue)."""
+        ``cron:<job>:trigger:<now>``; the refusal, a code, says why nothing was enqueued:
+        ``missing`` (the queue), ``paused`` (for enqueue) or ``key`` (the exclusive queue's key
+        has no value in the job's metadata)."""
         async with self._transaction() as conn:
             now = (await conn.execute(sql.DATABASE_NOW)).scalar_one()
             message_id = periodic.trigger_message_id(name, now)
@@ -92,15 +94,14 @@ class PeriodicStore(StorePaths):
             row = (await conn.execute(sql.PERIODIC_JOB_TRIGGER, params)).one()
         if not row.found:
             return False, None, None
-        return True, message_id if row.inserted else None, row.refusal
+        return True, message_id if row.inserted else None, row.refusal_code
 
 
-async def _require_namespace(conn: AsyncConnection, namespace: str) -> None:
-    state = (await conn.execute(catalogue_sql.NAMESPACE_STATE, {"namespace": namespace})).scalar()
-    if state is None:
-        raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
-    if state != "active":
-        raise NamespaceMovingError(namespace)
+_require_namespace = AdminStore._require_active
+"""Nothing, or NotFoundError when the namespace is not here (NamespaceMovingError while a move
+has it)."""
+_namespace_here = AdminStore._namespace_is_active
+"""Whether the namespace is here and served (NamespaceMovingError while a move has it)."""
 
 
 def _spec_params(spec: PeriodicSpec) -> dict[str, Any]:

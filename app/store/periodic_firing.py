@@ -18,7 +18,7 @@ JOBS_PER_TICK = 500
 """Due jobs one tick fires at most; the rest wait for the next tick (a tenth of a second)."""
 
 
-async def fire_due(conn: AsyncConnection, limit: int = JOBS_PER_TICK) -> int:
+async def fire_due(conn: AsyncConnection) -> int:
     """Fire the periodic jobs whose ``next_run_at`` has come; returns the messages enqueued.
 
     Each job: lock it (a job another scheduler holds is skipped), compute from the
@@ -28,7 +28,7 @@ async def fire_due(conn: AsyncConnection, limit: int = JOBS_PER_TICK) -> int:
     """
     fired = 0
     failed: list[str] = []
-    for _ in range(limit):
+    for _ in range(JOBS_PER_TICK):
         job = (await conn.execute(sql.PERIODIC_JOB_LOCK_IF_DUE, {"failed": failed})).first()
         if job is None:
             await conn.commit()

@@ -91,9 +91,7 @@ class TopicStore(StorePaths):
                 if row["tag_key"] is not None:
                     tags = TagFilter(row["tag_key"], tuple(row["tags"]))
                 queue = queue_from_row(row, self.pool)
-                subscriptions[topic_name].append(
-                    Subscription(queue, tags, created_at=row["subscribed_at"])
-                )
+                subscriptions[topic_name].append(Subscription(queue, tags, row["subscribed_at"]))
         return list(topics.values())
 
     async def put_topic(
@@ -224,31 +222,50 @@ class TopicStore(StorePaths):
                 statements.append(enqueue_params(queue, rows, guard))
                 sent.append(index)
         results: list[list[Any]] = []
-        async with self._driver() as driver, driver.transaction():
-            # One statement after another in a transaction block, not pipelined: an aborted
-            # pipeline can leave psycopg believing in a prepared statement that the server
-            # never made ("prepared statement _pg3_N does not exist" on the next use), and a
-            # publish meets aborts routinely (the catalogue guard refusing a stale read).
-            for statement, params in statements:
-                cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
-                await cursor.execute(statement, params)
-                results.append(await cursor.fetchall())
-        unseen: list[tuple[int, list[str]]] = []
-        for index, rows in zip(sent, results[1:], strict=True):
-            found = outcomes[index]
-            for row in rows:
-                if row.id is not None and row.id not in found:  # not the wake-up's row
-                    found[row.id] = EnqueueOutcome(row.id, State(row.state), row.created, row.seq)
-            ids = [r.id for r in pending[index] if r.id not in found]
-            if ids:
-                unseen.append((index, ids))
-        for index, ids in unseen:
-            queue = targets[index][0]
-            rows = await self._driver_rows(_STATES, {"queue_id": queue.id, "ids": ids})
-            for row in rows:
-                outcomes[index].setdefault(
-                    row.id, EnqueueOutcome(row.id, State(row.state), False, row.seq)
-                )
+        async with self._driver() as driver:
+            async with driver.transaction():
+                # One statement after another in a transaction block, not pipelined: an aborted
+                # pipeline can leave psycopg believing in a prepared statement that the server
+                # never made ("prepared statement _pg3_N does not exist" on the next use), and a
+                # publish meets aborts routinely (the catalogue guard refusing a stale read).
+                for statement, params in statements:
+                    results.append(await _rows(driver, statement, params))
+            # Ids taken by a publish that committed meanwhile: read after this one committed.
+            for index, ids in _record(outcomes, sent, results[1:], pending):
+                params = {"queue_id": targets[index][0].id, "ids": ids}
+                for row in await _rows(driver, _STATES, params):
+                    outcomes[index].setdefault(
+                        row.id, EnqueueOutcome(row.id, State(row.state), False, row.seq)
+                    )
+
+
+def _record(
+    outcomes: list[dict[str, EnqueueOutcome]],
+    sent: Sequence[int],
+    results: Sequence[Sequence[Any]],
+    pending: Sequence[Sequence[NewRow]],
+) -> list[tuple[int, list[str]]]:
+    """Record the enqueue statements' outcomes (``results``, of the queues ``sent``); the ids
+    they did not answer for, by queue: taken by a publish that committed meanwhile."""
+    unseen: list[tuple[int, list[str]]] = []
+    for index, rows in zip(sent, results, strict=True):
+        found = outcomes[index]
+        for row in rows:
+            if row.id is not None and row.id not in found:  # not the wake-up's row
+                found[row.id] = EnqueueOutcome(row.id, State(row.state), row.created, row.seq)
+        ids = [r.id for r in pending[index] if r.id not in found]
+        if ids:
+            unseen.append((index, ids))
+    return unseen
+
+
+async def _rows(
+    driver: psycopg.AsyncConnection[Any], statement: LiteralString, params: dict[str, Any]
+) -> list[Any]:
+    """A statement's rows, as named tuples."""
+    cursor: psycopg.AsyncCursor[Any] = driver.cursor(row_factory=namedtuple_row)
+    await cursor.execute(statement, params)
+    return await cursor.fetchall()
 
 
 _namespace_here = AdminStore._namespace_is_active

@@ -176,8 +176,10 @@ async def test_unsubscribe_and_delete(service: QueueService):
     await service.unsubscribe(NS, "t", "b")
     [outcome] = await service.publish(NS, "t", [NewMessage(id="m")])
     assert [d.queue for d in outcome.deliveries] == ["a"]
+    touched = (await service.get_topic(NS, "t")).updated_at
     with pytest.raises(NotFoundError, match="not subscribed"):
         await service.unsubscribe(NS, "t", "b")
+    assert (await service.get_topic(NS, "t")).updated_at == touched  # a no-op changes nothing
 
     await service.delete_queue(NS, "a")  # its subscription goes with it
     assert (await service.get_topic(NS, "t")).subscriptions == []

@@ -169,6 +169,16 @@ async def test_trigger_of_a_paused_queue_is_a_409(alpha: Caller, queue: str) -> 
     assert_error(await alpha.post(f"{BASE}/nope/trigger"), 404, "not_found")
 
 
+async def test_trigger_missing_an_exclusive_key_is_a_400_whatever_the_queue_name(
+    alpha: Caller,
+) -> None:
+    exclusive = {"kind": "exclusive", "exclusive_key": "tenant"}
+    created = await alpha.put("/v1/namespaces/alpha/queues/held-paused", json=exclusive)
+    assert created.status_code == 201, created.text
+    await alpha.put(f"{BASE}/job", json={**JOB, "queue": "held-paused"})
+    assert_error(await alpha.post(f"{BASE}/job/trigger"), 400, "validation_error", "metadata")
+
+
 async def test_the_routes_are_in_the_openapi_document(alpha: Caller) -> None:
     document = (await alpha.get("/schema/openapi.json")).json()
     paths = document["paths"]

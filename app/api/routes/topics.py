@@ -68,7 +68,7 @@ async def put_subscription(
 ) -> Response[TopicOut]:
     """Subscribe a queue to the topic (201; the topic is created if need be), or set its tag
     filter (200). An empty body subscribes without a filter."""
-    body = await read(request, SubscriptionPut) if await request.body() else SubscriptionPut()
+    body = await read(request, SubscriptionPut)
     found, created = await service(request).subscribe(ns, topic, queue, body.to_filter())
     return Response(TopicOut.of(found), status_code=201 if created else 200)
 

@@ -29,9 +29,9 @@ class SubscriptionPut(In):
     tag_key: str | None = None
     tags: list[str] | None = None
 
-    def to_filter(self, field: str = "") -> TagFilter | None:
+    def to_filter(self) -> TagFilter | None:
         """As the core's tag filter (both fields, or neither)."""
-        return _tag_filter(self.tag_key, self.tags, field)
+        return _tag_filter(self.tag_key, self.tags, "")
 
 
 def _tag_filter(tag_key: str | None, tags: list[str] | None, field: str) -> TagFilter | None:

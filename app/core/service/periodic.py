@@ -25,7 +25,7 @@ class Periodic(ServiceBase):
     ) -> tuple[PeriodicJob, bool]:
         """Create a job (created True) or bring it to ``spec``. Its next run is the first tick
         after now when it is new, its schedule or time zone changed, or it is resumed."""
-        periodic.job_name("name", name)
+        validation.name("name", name)
         checked = periodic.spec(spec, self.limits)
         put = await self.store.put_periodic_job(namespace, name, checked)
         if put is None:
@@ -80,21 +80,25 @@ class Periodic(ServiceBase):
     async def trigger_periodic(self, namespace: str, name: str) -> str:
         """Enqueue the job's message now, once, whatever its schedule (paused or not); its next
         run does not change. Returns the message's id, ``cron:<job>:trigger:<now>``."""
-        await self.get_periodic(namespace, name)
+        queue = (await self.get_periodic(namespace, name)).spec.queue
         found, message_id, refusal = await self.store.trigger_periodic_job(namespace, name)
         if not found:
             raise _job_not_found(namespace, name)
         if message_id is not None:
             return message_id
-        if refusal is None:  # the id was taken: a trigger in the same microsecond
-            raise ConflictError("a trigger of this job at this instant exists; try again")
-        if "does not exist" in refusal:
-            raise NotFoundError(
-                refusal, queue=(await self.get_periodic(namespace, name)).spec.queue
-            )
-        if "paused" in refusal:
-            raise QueuePausedError(refusal)
-        raise ValidationError("metadata", refusal)
+        match refusal:
+            case None:  # the id was taken: a trigger in the same microsecond
+                raise ConflictError("a trigger of this job at this instant exists; try again")
+            case "missing":
+                raise _queue_not_found(namespace, queue)
+            case "paused":
+                raise QueuePausedError(f"queue {namespace}/{queue} is paused for enqueue")
+            case _:  # "key": the exclusive queue's key, named from the queue
+                target = await self.store.get_queue(namespace, queue)
+                key = target.config.exclusive_key if target is not None else None
+                raise ValidationError(
+                    "metadata", f"has no value for {key}, the key of the exclusive queue {queue}"
+                )
 
     async def _target_missing(self, namespace: str, queue: str) -> bool:
         return await self.store.get_queue(namespace, queue) is None

@@ -17,7 +17,7 @@ import uuid_utils
 
 from app.core import validation
 from app.core.errors import NotFoundError, QueuePausedError, ValidationError
-from app.core.models import EnqueueOutcome, NewMessage, Queue, QueueConfig
+from app.core.models import NewMessage, Queue, QueueConfig
 from app.core.ports import NewRow
 from app.core.service.base import ServiceBase
 from app.core.service.catalogue_retry import again_if_catalogue_changed
@@ -63,8 +63,9 @@ class Topics(ServiceBase):
 
     @again_if_catalogue_changed
     async def list_topics(self, namespace: str) -> list[Topic]:
-        """The namespace's topics by name."""
-        await self._require_namespace(namespace)
+        """The namespace's topics by name (the store tells a namespace not here)."""
+        if not could_exist(validation.NAME_PATTERN, namespace):
+            raise NotFoundError(f"namespace {namespace!r} does not exist", namespace=namespace)
         return await self.store.list_topics(namespace)
 
     @again_if_catalogue_changed
@@ -151,14 +152,13 @@ class Topics(ServiceBase):
         ]
         firsts, order = first_occurrences([m.id or "" for m in named])
         distinct = [named[i] for i in firsts]
-        requested = dict(enumerate(firsts))  # each distinct message's place in the request
         targets: list[_Target] = []
         for subscription in topic.subscriptions:
             queue = subscription.queue
             indexes = [i for i, m in enumerate(distinct) if subscription.accepts(m.metadata)]
             if not indexes:
                 continue
-            _check_target(topic, queue, distinct, indexes, requested)
+            _check_target(topic, queue, distinct, indexes, firsts)
             rows = [new_row(distinct[i], queue.config) for i in indexes]
             targets.append(_Target(queue, indexes, rows))
         delivered: list[list[Delivery]] = [[] for _ in distinct]
@@ -182,8 +182,7 @@ class Topics(ServiceBase):
 
 
 def _not_created(delivery: Delivery) -> Delivery:
-    outcome = delivery.outcome
-    return Delivery(delivery.queue, EnqueueOutcome(outcome.id, outcome.state, False, outcome.seq))
+    return replace(delivery, outcome=replace(delivery.outcome, created=False))
 
 
 def _check_spec(field: str, spec: SubscriptionSpec) -> None:
@@ -207,7 +206,7 @@ def _check_target(
     queue: Queue,
     distinct: Sequence[NewMessage],
     indexes: Sequence[int],
-    requested: dict[int, int],
+    requested: Sequence[int],
 ) -> None:
     """Refuse the whole publish when ``queue`` would refuse its messages (``indexes`` of
     ``distinct``; ``requested``: each one's place in the request, for the error)."""

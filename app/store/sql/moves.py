@@ -43,6 +43,11 @@ def _values(table: Table) -> LiteralString:
     )
 
 
+def _set_from_excluded(table: Table) -> LiteralString:
+    """An upsert's SET list: every column but the key, to the row that was to be inserted."""
+    return ", ".join(f"{c.name} = EXCLUDED.{c.name}" for c in table.c if not c.primary_key)
+
+
 MESSAGE_COLUMNS: LiteralString = _columns([c.name for c in messages.c])
 QUEUE_COLUMNS: LiteralString = _columns([c.name for c in queues.c])
 TOKEN_COLUMNS: LiteralString = _columns([c.name for c in tokens.c])
@@ -240,7 +245,7 @@ TOPIC_UPSERT: LiteralString = f"""
     INSERT INTO topics ({_columns([c.name for c in topics.c])})
     VALUES ({_values(topics)})
     ON CONFLICT (namespace, name) DO UPDATE SET
-    created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
+    {_set_from_excluded(topics)}
 """
 
 TOPICS_DELETE_OTHERS: LiteralString = """
@@ -268,7 +273,7 @@ PERIODIC_JOB_UPSERT: LiteralString = f"""
     INSERT INTO periodic_jobs ({_columns([c.name for c in periodic_jobs.c])})
     VALUES ({_values(periodic_jobs)})
     ON CONFLICT (namespace, name) DO UPDATE SET
-    {", ".join(f"{c.name} = EXCLUDED.{c.name}" for c in periodic_jobs.c if not c.primary_key)}
+    {_set_from_excluded(periodic_jobs)}
 """
 
 PERIODIC_JOBS_DELETE_OTHERS: LiteralString = """

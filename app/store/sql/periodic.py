@@ -16,6 +16,7 @@ from typing import Final
 
 from sqlalchemy import TextClause, text
 
+from app.store.sql.catalogue import NAMESPACE_IS_ACTIVE
 from app.store.sql.enqueue import DEFAULT_PRIORITY, first_state
 from app.store.sql.listeners import NOTIFY_CHANNEL
 
@@ -123,10 +124,13 @@ PERIODIC_JOBS_LIST: Final[TextClause] = text(
     """
 )
 
+# A job deleted, only while its namespace is active here: once a move has frozen it, a delete
+# could come after the move's last copy and be lost. A row when it was deleted.
 PERIODIC_JOB_DELETE: Final[TextClause] = text(
-    """
+    f"""
     DELETE FROM periodic_jobs
     WHERE namespace = CAST(:namespace AS text) AND name = CAST(:name AS text)
+      AND {NAMESPACE_IS_ACTIVE.format("CAST(:namespace AS text)")}
     RETURNING name
     """
 )
@@ -137,7 +141,7 @@ PERIODIC_JOB_DELETE: Final[TextClause] = text(
 # transaction's: the firing's tick and next run are computed from it.
 PERIODIC_JOB_LOCK_IF_DUE: Final[TextClause] = text(
     """
-    SELECT j.namespace, j.name, j.queue, j.schedule, j.timezone, j.next_run_at, now() AS now
+    SELECT j.namespace, j.name, j.schedule, j.timezone, j.next_run_at, now() AS now
     FROM periodic_jobs j
     WHERE NOT j.paused AND j.next_run_at <= now()
       AND j.namespace IN (SELECT name FROM namespaces WHERE state = 'active')
@@ -148,21 +152,28 @@ PERIODIC_JOB_LOCK_IF_DUE: Final[TextClause] = text(
     """
 )
 
-# Why a job's message cannot be enqueued into its queue now (NULL: it can). Shared by the
-# firing and the trigger, so both refuse the same things.
-_REFUSAL = """CASE
-        WHEN t.id IS NULL THEN 'queue ' || j.queue || ' does not exist'
-        WHEN t.enqueue_paused THEN 'queue ' || j.queue || ' is paused for enqueue'
+# Why a job's message cannot be enqueued into its queue now (NULL: it can), as a code
+# ('missing', 'paused', 'key': an exclusive queue's key without a value) and as the text a
+# firing records. Shared by the firing and the trigger, so both refuse the same things.
+_REFUSAL_CODE = """CASE
+        WHEN t.id IS NULL THEN 'missing'
+        WHEN t.enqueue_paused THEN 'paused'
         WHEN t.exclusive_key IS NOT NULL AND coalesce(j.metadata ->> t.exclusive_key, '') = ''
-        THEN 'metadata has no value for ' || t.exclusive_key
-             || ', the key of the exclusive queue ' || j.queue
+        THEN 'key'
     END"""
 
-_TARGET = """
+_TARGET = f"""
     SELECT j.namespace, j.name, t.id AS queue_id, t.exclusive_key, t.filter_key, t.filter_key_2,
-           t.delay_seconds, {refusal} AS refusal
+           t.delay_seconds, r.code AS refusal_code,
+           CASE r.code
+               WHEN 'missing' THEN 'queue ' || j.queue || ' does not exist'
+               WHEN 'paused' THEN 'queue ' || j.queue || ' is paused for enqueue'
+               WHEN 'key' THEN 'metadata has no value for ' || t.exclusive_key
+                               || ', the key of the exclusive queue ' || j.queue
+           END AS refusal
     FROM periodic_jobs j
     LEFT JOIN queues t ON t.namespace = j.namespace AND t.name = j.queue
+    CROSS JOIN LATERAL (SELECT {_REFUSAL_CODE} AS code) r
     WHERE j.namespace = CAST(:namespace AS text) AND j.name = CAST(:name AS text)
 """
 
@@ -205,7 +216,7 @@ _WAKE = f"""
 # last_error records (the tick still counts as done: it is not fired later).
 PERIODIC_JOB_FIRE: Final[TextClause] = text(
     f"""
-    WITH target AS ({_TARGET.format(refusal=_REFUSAL)}),
+    WITH target AS ({_TARGET}),
     advanced AS (
         UPDATE periodic_jobs j
         SET next_run_at = CAST(:next_run_at AS timestamptz),
@@ -240,10 +251,10 @@ PERIODIC_JOB_PAUSE_BROKEN: Final[TextClause] = text(
 )
 
 # Fire a job once now (POST …/trigger), whatever its schedule, paused or not; its schedule and
-# next_run_at are left as they are. Returns the refusal, if any, and what was inserted.
+# next_run_at are left as they are. Returns the refusal's code, if any, and what was inserted.
 PERIODIC_JOB_TRIGGER: Final[TextClause] = text(
     f"""
-    WITH target AS ({_TARGET.format(refusal=_REFUSAL)}),
+    WITH target AS ({_TARGET}),
     job AS (
         SELECT j.payload, j.metadata, j.priority, j.ttl_seconds, j.max_attempts, j.lease_seconds
         FROM periodic_jobs j
@@ -253,7 +264,7 @@ PERIODIC_JOB_TRIGGER: Final[TextClause] = text(
     {_WAKE}
     SELECT (SELECT count(*) FROM job) AS found,
            (SELECT count(*) FROM inserted) AS inserted,
-           (SELECT refusal FROM target) AS refusal,
+           (SELECT refusal_code FROM target) AS refusal_code,
            (SELECT count(*) FROM wake) AS woken
     """
 )

@@ -90,13 +90,16 @@ SUBSCRIPTION_PUT: Final[TextClause] = text(
     """
 )
 
-# One subscription deleted, the topic touched as by TOPIC_PUT. A row when it existed.
+# One subscription deleted, the topic touched as by TOPIC_PUT. A row when it existed; when it
+# did not, nothing is touched (the catalogue version stays).
 SUBSCRIPTION_DELETE: Final[TextClause] = text(
     f"""
     WITH topic AS (
         UPDATE topics SET updated_at = now()
         WHERE namespace = :namespace AND name = :topic
           AND {NAMESPACE_IS_ACTIVE.format(":namespace")}
+          AND EXISTS (SELECT 1 FROM topic_subscriptions
+                      WHERE namespace = :namespace AND topic = :topic AND queue_id = :queue_id)
         RETURNING namespace, name
     )
     DELETE FROM topic_subscriptions s USING topic t
