@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import ConflictError
-from app.core.models import Queue, QueueConfig
+from app.core.models import FilterValue, NewMessage, Queue, QueueConfig
 from app.core.service import QueueService
 from app.core.states import Event
 from app.store.sql.guards import from_states
@@ -169,3 +169,16 @@ def index_scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
     for child in plan.get("Plans", []):
         found.extend(index_scans(child))
     return found
+
+
+def tagged(message_id: str, priority: int, **metadata: str) -> NewMessage:
+    """A message of this ``priority`` with ``metadata`` (what the filter tests enqueue)."""
+    return NewMessage(id=message_id, priority=priority, metadata=metadata)
+
+
+async def leased_ids(
+    service: QueueService, namespace: str, queue: str, count: int, **wanted: FilterValue
+) -> list[str]:
+    """The ids of the messages one dequeue of up to ``count`` leases, filtered by ``wanted``."""
+    leased = await service.dequeue(namespace, queue, count=count, metadata=wanted)
+    return [m.id for m in leased]

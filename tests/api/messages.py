@@ -1,5 +1,5 @@
-"""What the message tests of the API share: the fields a message and a lease show, and the
-enqueue and dequeue calls many of them start with."""
+"""What the message tests of the API share: the fields a message and a lease show, the queues,
+enqueue and dequeue calls many of them start with, and a message read back."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ LEASED_FIELDS = {
 }  # fmt: skip
 
 
+async def make_queues(caller: Caller, *names: str, **config: Any) -> None:
+    """Create the queues ``names`` of namespace ``alpha``, each with ``config`` (201 expected)."""
+    for name in names:
+        response = await caller.put(f"/v1/namespaces/alpha/queues/{name}", json=config)
+        assert response.status_code == 201, response.text
+
+
 async def enqueue(caller: Caller, queue: str, *messages: dict[str, Any]) -> list[dict[str, Any]]:
     """Enqueue ``messages`` into ``queue`` (201 expected); the answer's per-message outcomes."""
     response = await caller.post(f"{queue}/messages", json={"messages": list(messages)})
@@ -33,6 +40,14 @@ async def dequeue(caller: Caller, queue: str, **body: Any) -> list[dict[str, Any
     assert response.status_code == 200, response.text
     result: list[dict[str, Any]] = response.json()["messages"]
     return result
+
+
+async def get_message(caller: Caller, queue: str, message_id: str) -> dict[str, Any]:
+    """The message ``message_id`` of ``queue`` as ``GET`` shows it (200 expected)."""
+    response = await caller.get(f"{queue}/messages/{message_id}")
+    assert response.status_code == 200, response.text
+    message: dict[str, Any] = response.json()
+    return message
 
 
 def parse(stamp: str) -> datetime:

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.conftest import Caller, assert_error
-from tests.api.messages import dequeue, enqueue, parse
+from tests.api.messages import dequeue, enqueue, get_message, parse
 from tests.helpers import execute
 
 BASE = "/v1/namespaces/alpha/queues"
@@ -30,13 +30,6 @@ async def _dead_letters(alpha: Caller, name: str, ids: list[str], **config: Any)
     return queue
 
 
-async def _message(alpha: Caller, queue: str, message_id: str) -> dict[str, Any]:
-    response = await alpha.get(f"{queue}/messages/{message_id}")
-    assert response.status_code == 200, response.text
-    found: dict[str, Any] = response.json()
-    return found
-
-
 async def _states(alpha: Caller, queue: str) -> dict[str, str]:
     response = await alpha.get(f"{queue}/messages", params={"limit": 1000})
     return {m["id"]: m["state"] for m in response.json()["messages"]}
@@ -46,17 +39,17 @@ async def test_bulk_requeue_sets_a_new_ttl_or_expiry_and_a_delay(alpha: Caller) 
     queue = await _dead_letters(alpha, "d", ["a", "b", "c", "d"])
     response = await alpha.post(f"{queue}/requeue", json={"ids": ["a"], "ttl_seconds": 60})
     assert response.json() == {"requeued": 1}
-    a = await _message(alpha, queue, "a")
+    a = await get_message(alpha, queue, "a")
     assert a["state"] == "pending"
     assert parse(a["expires_at"]) - parse(a["updated_at"]) == timedelta(seconds=60)
 
     body = {"ids": ["b"], "expires_at": "2030-01-01T00:00:00Z"}
     assert (await alpha.post(f"{queue}/requeue", json=body)).json() == {"requeued": 1}
-    assert parse((await _message(alpha, queue, "b"))["expires_at"]) == parse(body["expires_at"])
+    assert parse((await get_message(alpha, queue, "b"))["expires_at"]) == parse(body["expires_at"])
 
     body = {"ids": ["c"], "delay_seconds": 60, "ttl_seconds": 120}
     assert (await alpha.post(f"{queue}/requeue", json=body)).json() == {"requeued": 1}
-    c = await _message(alpha, queue, "c")
+    c = await get_message(alpha, queue, "c")
     assert c["state"] == "invisible"
     assert parse(c["visible_at"]) - parse(c["updated_at"]) == timedelta(seconds=60)
     assert parse(c["expires_at"]) - parse(c["updated_at"]) == timedelta(seconds=120)
@@ -68,9 +61,9 @@ async def test_requeue_without_a_ttl_clears_the_expiry(alpha: Caller) -> None:
     await enqueue(alpha, queue, {"id": "a", "ttl_seconds": 3600})
     [leased] = await dequeue(alpha, queue)
     await alpha.post(f"{queue}/messages/a/fail", json={"lease_id": leased["lease_id"]})
-    assert (await _message(alpha, queue, "a"))["expires_at"] is not None
+    assert (await get_message(alpha, queue, "a"))["expires_at"] is not None
     assert (await alpha.post(f"{queue}/requeue", json={})).json() == {"requeued": 1}
-    assert (await _message(alpha, queue, "a"))["expires_at"] is None
+    assert (await get_message(alpha, queue, "a"))["expires_at"] is None
 
 
 async def test_bulk_requeue_refuses_bad_terms_and_changes_nothing(alpha: Caller) -> None:
@@ -100,7 +93,7 @@ async def test_requeue_one_with_a_ttl(alpha: Caller, queue: str) -> None:
     both = {"ttl_seconds": 30, "expires_at": "2030-01-01T00:00:00Z"}
     response = await alpha.post(f"{queue}/messages/a/requeue", json=both)
     assert_error(response, 400, "validation_error", "expires_at")
-    assert (await _message(alpha, queue, "a"))["state"] == "canceled"
+    assert (await get_message(alpha, queue, "a"))["state"] == "canceled"
     response = await alpha.post(f"{queue}/messages/a/requeue", json={"ttl_seconds": 30})
     assert response.status_code == 200
     a = response.json()
@@ -168,7 +161,7 @@ async def test_delete_dead_letters_refuses_bad_requests(alpha: Caller, queue: st
         ({"ttl_seconds": 60}, "ttl_seconds"),
     ]:
         assert_error(await alpha.post(url, json=body), 400, "validation_error", field)
-    assert (await _message(alpha, queue, "a"))["state"] == "canceled"
+    assert (await get_message(alpha, queue, "a"))["state"] == "canceled"
     response = await alpha.post(f"{BASE}/nope/dead-letters/delete", json={})
     assert_error(response, 404, "not_found")
     body = {"states": ["canceled"], "limit": 100_000}

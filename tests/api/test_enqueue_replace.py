@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.api.conftest import Caller, assert_error
-from tests.api.messages import dequeue, enqueue, parse
+from tests.api.messages import dequeue, enqueue, get_message, parse
 from tests.helpers import fetch
 
 
@@ -22,20 +22,13 @@ async def replace(caller: Caller, queue: str, *messages: dict[str, Any]) -> list
     return result
 
 
-async def get(caller: Caller, queue: str, message_id: str) -> dict[str, Any]:
-    response = await caller.get(f"{queue}/messages/{message_id}")
-    assert response.status_code == 200, response.text
-    message: dict[str, Any] = response.json()
-    return message
-
-
 async def test_a_pending_message_takes_the_new_one_whole(alpha: Caller, queue: str) -> None:
     await enqueue(
         alpha,
         queue,
         {"id": "a", "priority": 5, "payload": "old", "metadata": {"k": "1"}, "max_attempts": 7},
     )
-    before = await get(alpha, queue, "a")
+    before = await get_message(alpha, queue, "a")
     answer = await replace(
         alpha,
         queue,
@@ -46,7 +39,7 @@ async def test_a_pending_message_takes_the_new_one_whole(alpha: Caller, queue: s
         {"id": "a", "state": "pending", "created": False, "replaced": True},
         {"id": "b", "state": "pending", "created": True, "replaced": False},
     ]
-    after = await get(alpha, queue, "a")
+    after = await get_message(alpha, queue, "a")
     assert (after["priority"], after["payload"], after["metadata"]) == (2, {"v": "new"}, {"k": "2"})
     assert after["max_attempts"] == 3  # the override went with the old message
     assert after["enqueued_at"] == before["enqueued_at"]
@@ -64,7 +57,7 @@ async def test_a_replace_moves_the_message_between_invisible_and_pending(
     assert await dequeue(alpha, queue) == []
     [back] = await replace(alpha, queue, {"id": "a", "payload": 3, "ttl_seconds": 60})
     assert (back["state"], back["replaced"]) == ("pending", True)
-    message = await get(alpha, queue, "a")
+    message = await get_message(alpha, queue, "a")
     assert message["payload"] == 3
     assert message["expires_at"] is not None
     [leased] = await dequeue(alpha, queue)
@@ -81,8 +74,8 @@ async def test_running_and_finished_messages_are_not_touched(alpha: Caller, queu
         {"id": "r", "state": "running", "created": False, "replaced": False},
         {"id": "f", "state": "completed", "created": False, "replaced": False},
     ]
-    assert (await get(alpha, queue, "r"))["payload"] == "r0"
-    assert (await get(alpha, queue, "f"))["payload"] == "f0"
+    assert (await get_message(alpha, queue, "r"))["payload"] == "r0"
+    assert (await get_message(alpha, queue, "f"))["payload"] == "f0"
 
 
 async def test_keep_is_the_default_and_answers_as_before(alpha: Caller, queue: str) -> None:
@@ -96,7 +89,7 @@ async def test_keep_is_the_default_and_answers_as_before(alpha: Caller, queue: s
         json={"messages": [{"id": "a", "payload": "new"}], "on_conflict": "keep"},
     )
     assert kept.json() == response.json()
-    assert (await get(alpha, queue, "a"))["payload"] == "old"
+    assert (await get_message(alpha, queue, "a"))["payload"] == "old"
     for bad in ("overwrite", None, 1):
         body = {"messages": [{"id": "a"}], "on_conflict": bad}
         refused = await alpha.post(f"{queue}/messages", json=body)
@@ -113,11 +106,11 @@ async def test_a_batch_is_all_or_nothing_and_a_repeated_id_replaces_once(
     }
     refused = await alpha.post(f"{queue}/messages", json=body)
     assert_error(refused, 400, "validation_error", "messages[1].priority")
-    assert (await get(alpha, queue, "a"))["payload"] == "old"
+    assert (await get_message(alpha, queue, "a"))["payload"] == "old"
     assert (await alpha.get(f"{queue}/messages/b")).status_code == 404
     answer = await replace(alpha, queue, {"id": "a", "payload": "one"}, {"id": "a", "payload": 2})
     assert [(m["created"], m["replaced"]) for m in answer] == [(False, True), (False, False)]
-    assert (await get(alpha, queue, "a"))["payload"] == "one"  # from its first occurrence
+    assert (await get_message(alpha, queue, "a"))["payload"] == "one"  # from its first occurrence
 
 
 async def test_the_exclusive_and_filter_values_follow_the_new_metadata(

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.api.conftest import Caller, assert_error
 from tests.api.messages import dequeue, enqueue, parse
 from tests.helpers import execute, make_due
+from tests.observability.helpers import scrape, value
 
 
 def lease_path(queue: str, message_id: str) -> str:
@@ -138,12 +139,10 @@ async def test_an_exclusive_value_that_runs_refuses_the_lease_of_another_of_its_
 
 
 async def dequeued_total(caller: Caller) -> float:
-    """This queue's ``sundial_messages_dequeued_total`` (0 before its first lease)."""
-    text = (await caller.get("/metrics")).text
-    for line in text.splitlines():
-        if line.startswith("sundial_messages_dequeued_total{") and 'queue="q"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    """``sundial_messages_dequeued_total`` of queue ``q`` of ``alpha`` (0 before its first lease);
+    the counter adds up over the tests of a run."""
+    samples = await scrape(caller)
+    return value(samples, "sundial_messages_dequeued_total", namespace="alpha", queue="q")
 
 
 async def test_a_lease_by_id_is_counted_as_a_dequeue(alpha: Caller, queue: str) -> None:

@@ -13,8 +13,23 @@ import pytest
 from app.client import Client, LeasedFrom, NewMessage, NotFound, ValidationError
 from tests.client.test_cli import sundial  # noqa: F401 - the fixture
 from tests.client.test_client import client  # noqa: F401 - the fixture, sync and async
+from tests.observability.helpers import parse, value
 
 WAIT = 10
+
+
+def long_polls_parked(metrics: str) -> float:
+    """The long polls the test server reports parked, in its ``metrics``: the waiters gauge,
+    sampled every second (the server's waiter registry lives in an event loop of its own)."""
+    return value(parse(metrics), "sundial_longpoll_waiters", pool="default")
+
+
+def until_parked(scraper: Client, polls: int) -> None:
+    """Until the test server reports ``polls`` long polls parked."""
+    deadline = time.monotonic() + WAIT
+    while long_polls_parked(scraper.metrics()) != polls:
+        assert time.monotonic() < deadline, f"the server never reported {polls} parked polls"
+        time.sleep(0.05)  # then scrape again
 
 
 def test_dequeue_many_in_the_queues_order(namespace: str, client: Client) -> None:  # noqa: F811
@@ -43,17 +58,18 @@ def test_a_long_poll_returns_when_the_second_queue_gets_a_message(
     client.put_queue(first)
     client.put_queue(second)
     answers: list[list[LeasedFrom]] = []
-    started = time.monotonic()
     poll = threading.Thread(
         target=lambda: answers.append(client.dequeue_many([first, second], wait_seconds=WAIT))
     )
-    poll.start()
     with Client(server, token) as producer:
-        # Whether the poll is parked yet or not, the message must reach it long before WAIT.
+        until_parked(producer, 0)  # the earlier tests' polls are gone from the gauge
+        poll.start()
+        until_parked(producer, 1)  # the poll waits: the message must wake it
+        enqueued = time.monotonic()
         producer.enqueue(second, id="late")
     poll.join(WAIT + 5)
     assert [(m.queue, m.id) for m in answers[0]] == [(second, "late")]
-    assert time.monotonic() - started < WAIT / 2
+    assert time.monotonic() - enqueued < WAIT / 2
 
 
 def test_errors(namespace: str, client: Client) -> None:  # noqa: F811

@@ -8,7 +8,19 @@ import asyncio
 
 from app.client import AsyncClient, Client, Leased, LeasedFrom, NewMessage, Worker
 from tests.client.test_cli import sundial  # noqa: F401 - the fixture
+from tests.client.test_dequeue_many import long_polls_parked
 from tests.client.test_worker import TIMEOUT, running
+
+LONG_POLL = 20
+
+
+async def until_parked(client: AsyncClient, polls: int) -> None:
+    """Until the test server reports ``polls`` long polls parked."""
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            if long_polls_parked(await client.metrics()) == polls:
+                return
+            await asyncio.sleep(0.05)  # then scrape again
 
 
 async def test_the_first_queue_is_served_first_and_each_message_completed_where_it_came_from(
@@ -48,7 +60,8 @@ async def test_failures_and_heartbeats_go_to_the_queue_of_the_message(
     async def handle(message: Leased) -> None:
         if message.payload == "boom":
             raise RuntimeError("handler exploded")
-        await asyncio.sleep(2.5)  # the work: more than two of the shortest lease
+        # The work: held until its lease was extended three times (past the 1 s lease).
+        await worker.wait_for(lambda s: s.heartbeats >= 3, TIMEOUT)
 
     worker = Worker([quick, slow], handle, client=aclient, concurrency=2, wait_seconds=1)
     async with running(worker):
@@ -74,11 +87,17 @@ async def test_an_idle_worker_wakes_for_a_message_in_any_of_its_queues(
     async def record(message: Leased) -> None:
         handled.append(message.id)
 
-    worker = Worker([first, second], record, client=aclient, wait_seconds=10)
+    worker = Worker([first, second], record, client=aclient, wait_seconds=LONG_POLL)
+    loop = asyncio.get_running_loop()
+    await until_parked(aclient, 0)  # the earlier tests' polls are gone from the gauge
     async with running(worker):
+        await until_parked(aclient, 1)  # the worker idles in its long poll
+        enqueued = loop.time()
         await aclient.enqueue(second, "late", id="late")
         await worker.wait_for(lambda s: s.completed == 1, TIMEOUT)
+        woken_after = loop.time() - enqueued
     assert handled == ["late"]
+    assert woken_after < 5.0  # its long poll answered with it, well before its 20 s
     assert (await aclient.get_message(second, "late")).state == "completed"
 
 

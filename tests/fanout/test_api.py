@@ -4,18 +4,13 @@ document that lists them."""
 from __future__ import annotations
 
 from tests.api.conftest import BODY_LIMIT, Caller, assert_error, namespace_caller
+from tests.api.messages import make_queues
 
 NS = "/v1/namespaces/alpha"
 
 
-async def _queues(caller: Caller, *names: str, **config: object) -> None:
-    for name in names:
-        response = await caller.put(f"{NS}/queues/{name}", json=config)
-        assert response.status_code == 201, response.text
-
-
 async def test_topic_lifecycle_and_publish(alpha: Caller):
-    await _queues(alpha, "billing", "audit")
+    await make_queues(alpha, "billing", "audit")
     response = await alpha.put(
         f"{NS}/topics/orders",
         json={"subscriptions": ["billing", {"queue": "audit", "tag_key": "kind", "tags": ["A"]}]},
@@ -79,9 +74,9 @@ async def test_topic_lifecycle_and_publish(alpha: Caller):
 
 
 async def test_a_refusing_queue_stores_nothing_and_is_named(alpha: Caller):
-    await _queues(alpha, "a")
-    await _queues(alpha, "paused", enqueue_paused=True)
-    await _queues(alpha, "per-user", kind="exclusive", exclusive_key="user")
+    await make_queues(alpha, "a")
+    await make_queues(alpha, "paused", enqueue_paused=True)
+    await make_queues(alpha, "per-user", kind="exclusive", exclusive_key="user")
     body = {"subscriptions": ["a", "per-user"]}
     assert (await alpha.put(f"{NS}/topics/t", json=body)).status_code == 201
 
@@ -111,7 +106,7 @@ async def test_a_refusing_queue_stores_nothing_and_is_named(alpha: Caller):
 
 
 async def test_bad_requests_name_the_field(alpha: Caller):
-    await _queues(alpha, "a")
+    await make_queues(alpha, "a")
     cases = [
         ({"subscriptions": ["nope"]}, "subscriptions[0].queue"),
         ({"subscriptions": [{"queue": "a", "tags": ["x"]}]}, "subscriptions[0].tag_key"),

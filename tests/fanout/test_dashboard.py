@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import httpx
-
 from app.core.models import QueueConfig
 from app.core.service import QueueService
 from app.core.topics import SubscriptionSpec, TagFilter
 from tests.dashboard.conftest import Browser
 
 
-async def test_queue_page_lists_its_topics(client: httpx.AsyncClient, service: QueueService):
+async def test_queue_page_lists_its_topics(signed_in: Browser, service: QueueService):
     await service.create_namespace("ns")
     for name in ("audit", "quiet"):
         await service.put_queue("ns", name, QueueConfig())
@@ -18,14 +16,11 @@ async def test_queue_page_lists_its_topics(client: httpx.AsyncClient, service: Q
     await service.put_topic(
         "ns", "refunds", [SubscriptionSpec("audit", TagFilter("kind", ("A", "B")))]
     )
-    browser = Browser(client)
-    assert (await browser.sign_in()).status_code == 303
-
-    page = await browser.get("/dashboard/queues/ns/audit")
+    page = await signed_in.get("/dashboard/queues/ns/audit")
     assert page.status_code == 200
     assert (
         '<dd id="queue-topics"><code>orders</code>, <code>refunds</code> (kind in A || B)</dd>'
         in page.text
     )
-    quiet = await browser.get("/dashboard/queues/ns/quiet")
+    quiet = await signed_in.get("/dashboard/queues/ns/quiet")
     assert '<dd id="queue-topics"><span class="muted">none</span></dd>' in quiet.text

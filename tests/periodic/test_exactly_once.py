@@ -182,8 +182,9 @@ async def test_each_tick_fires_once_across_leader_failover(
                     await asyncio.wait_for(heir.wait_until(leader=True), WAIT_SECONDS)
                 await make_all_due(engine)
                 running = [s for s in (first, second) if s._task is not None]
-                while await due_jobs(engine):
-                    await next_tick_of_any(*running)
+                async with asyncio.timeout(WAIT_SECONDS):  # a stalled round fails, not hangs
+                    while await due_jobs(engine):
+                        await next_tick_of_any(*running)
         finally:
             stop_zombie.set()
             await zombie_task

@@ -10,7 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.errors import NotFoundError, QueuePausedError
+from app.core.errors import (
+    NamespaceMovingError,
+    NotFoundError,
+    QueuePausedError,
+    ValidationError,
+)
 from app.core.periodic import latest_tick, next_tick, tick_message_id
 from app.core.service import QueueService
 from app.store.sql.periodic import PERIODIC_JOB_FIRE
@@ -174,6 +179,33 @@ async def test_trigger_fires_now_once_and_keeps_the_schedule(
         await service.trigger_periodic(NS, "nope")
 
 
+async def test_a_trigger_missing_an_exclusive_key_is_invalid_whatever_the_queue_name(
+    service: QueueService, engine: AsyncEngine
+) -> None:
+    """The refusal is told apart by its kind, not its text: an exclusive queue named
+    ``held-paused`` whose key the template lacks refuses with a validation error (400)."""
+    await make_queue(service, NS, "held-paused", kind="exclusive", exclusive_key="tenant")
+    await make_job(service, queue="held-paused")
+    with pytest.raises(ValidationError):
+        await service.trigger_periodic(NS, "job")
+    assert await cron_messages(engine, "held-paused") == []
+
+
+async def test_a_job_is_not_deleted_while_its_namespace_moves(
+    service: QueueService, engine: AsyncEngine
+) -> None:
+    """A delete committed during a move's last copy would be lost: it is refused instead."""
+    await make_queue(service, NS, "q")
+    await make_job(service)
+    await execute(engine, "UPDATE namespaces SET state = 'frozen' WHERE name = :n", n=NS)
+    try:
+        with pytest.raises(NamespaceMovingError):
+            await service.delete_periodic(NS, "job")
+    finally:
+        await execute(engine, "UPDATE namespaces SET state = 'active' WHERE name = :n", n=NS)
+    assert (await service.get_periodic(NS, "job")).name == "job"
+
+
 async def test_a_tick_time_zone_is_the_jobs(service: QueueService, engine: AsyncEngine) -> None:
     """09:00 every day in Tokyo is 00:00 UTC."""
     await make_queue(service, NS, "q")
@@ -216,8 +248,9 @@ async def test_a_job_whose_firing_fails_waits_for_the_next_tick_and_holds_back_n
     """A firing the database refuses applies nothing: that job stays due and fires at a later
     tick; the jobs due with it fire meanwhile."""
     await make_queue(service, NS, "q")
-    await make_job(service, "bad")
-    await make_job(service, "good")
+    # Yearly: no tick of their own falls due again between the two passes.
+    await make_job(service, "bad", schedule="@yearly")
+    await make_job(service, "good", schedule="@yearly")
     await set_next_run(engine, "bad", "now() - interval '2 seconds'")  # first in line
     await set_next_run(engine, "good", "now() - interval '1 second'")
     await execute(

@@ -11,23 +11,12 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import ValidationError
-from app.core.models import FilterValue, NewMessage, NextLease
+from app.core.models import NewMessage, NextLease
 from app.core.service import QueueService
 from app.core.validation import MAX_FILTER_VALUES, dequeue_filter
-from tests.helpers import execute, make_queue
+from tests.helpers import execute, leased_ids, make_queue, tagged
 
 NS = "ns"
-
-
-def tagged(message_id: str, priority: int, **metadata: str) -> NewMessage:
-    return NewMessage(id=message_id, priority=priority, metadata=metadata)
-
-
-async def leased_ids(
-    service: QueueService, queue: str, count: int, **wanted: FilterValue
-) -> list[str]:
-    leased = await service.dequeue(NS, queue, count=count, metadata=wanted)
-    return [m.id for m in leased]
 
 
 BACKLOG = [
@@ -53,14 +42,14 @@ async def test_a_list_matches_any_of_its_values_in_priority_order(
     await service.enqueue(NS, "q", BACKLOG)
 
     # The best two of a's and c's messages, merged across the values.
-    assert await leased_ids(service, "q", 2, tenant=["a", "c"]) == ["c-10", "c-15"]
-    assert await leased_ids(service, "q", 10, tenant=("c", "a", "zzz")) == ["a-20", "a-30"]
-    assert await leased_ids(service, "q", 10, tenant=["a", "c"]) == []
+    assert await leased_ids(service, NS, "q", 2, tenant=["a", "c"]) == ["c-10", "c-15"]
+    assert await leased_ids(service, NS, "q", 10, tenant=("c", "a", "zzz")) == ["a-20", "a-30"]
+    assert await leased_ids(service, NS, "q", 10, tenant=["a", "c"]) == []
     # A list pair and a plain pair: both must match.
-    assert await leased_ids(service, "q", 10, tenant=["b", "x"], region="eu") == ["b-25"]
+    assert await leased_ids(service, NS, "q", 10, tenant=["b", "x"], region="eu") == ["b-25"]
     # Lists on two keys: any combination of their values.
-    assert await leased_ids(service, "q", 10, tenant=["b", "y"], region=["us", "eu"]) == ["b-5"]
-    assert await leased_ids(service, "q", 10, region=["eu", "asia"]) == ["keyless-1"]
+    assert await leased_ids(service, NS, "q", 10, tenant=["b", "y"], region=["us", "eu"]) == ["b-5"]
+    assert await leased_ids(service, NS, "q", 10, region=["eu", "asia"]) == ["keyless-1"]
 
 
 async def test_a_list_on_the_key_with_lists_on_other_keys(service: QueueService) -> None:
@@ -77,11 +66,11 @@ async def test_a_list_on_the_key_with_lists_on_other_keys(service: QueueService)
         ],
     )
 
-    assert await leased_ids(service, "q", 10, tenant="b", region=["us", "asia"]) == ["b-us-db"]
+    assert await leased_ids(service, NS, "q", 10, tenant="b", region=["us", "asia"]) == ["b-us-db"]
     assert await leased_ids(
-        service, "q", 10, tenant=["a", "b", "c"], region=["eu"], tier=["db", "batch"]
+        service, NS, "q", 10, tenant=["a", "b", "c"], region=["eu"], tier=["db", "batch"]
     ) == ["b-eu-db", "c-eu-db"]
-    assert await leased_ids(service, "q", 10, tenant=["a", "c"], tier="web") == [
+    assert await leased_ids(service, NS, "q", 10, tenant=["a", "c"], tier="web") == [
         "a-eu-web",
         "a-us-web",
     ]
@@ -91,7 +80,7 @@ async def test_a_list_of_one_value_is_that_value(service: QueueService) -> None:
     await make_queue(service, NS, "q", filter_keys=("tenant",))
     await service.enqueue(NS, "q", BACKLOG)
 
-    assert await leased_ids(service, "q", 10, tenant=["a"]) == ["a-20", "a-30"]
+    assert await leased_ids(service, NS, "q", 10, tenant=["a"]) == ["a-20", "a-30"]
     assert dequeue_filter("metadata", {"tenant": ["a", "a"], "r": "x"}) == {"tenant": "a", "r": "x"}
 
 
@@ -118,9 +107,9 @@ async def test_an_exclusive_queue_takes_one_message_per_value_of_the_listed_ones
         ],
     )
 
-    assert await leased_ids(service, "x", 10, tenant=["a", "b"]) == ["p1-a", "p2-b", "p4-a"]
-    assert await leased_ids(service, "x", 10, tenant=["a", "b"]) == []  # p1 is running
-    assert await leased_ids(service, "x", 10, tenant=["c", "b"]) == ["p3-c"]
+    assert await leased_ids(service, NS, "x", 10, tenant=["a", "b"]) == ["p1-a", "p2-b", "p4-a"]
+    assert await leased_ids(service, NS, "x", 10, tenant=["a", "b"]) == []  # p1 is running
+    assert await leased_ids(service, NS, "x", 10, tenant=["c", "b"]) == ["p3-c"]
 
 
 async def test_an_exclusive_claim_over_listed_values_claims_again_past_its_window(
@@ -134,7 +123,8 @@ async def test_an_exclusive_claim_over_listed_values_claims_again_past_its_windo
     tail = [tagged(f"p{i}-z", 100 + i, project=f"p{i}", tenant="b") for i in range(1, 4)]
     await service.enqueue(NS, "x", [*crowd, *tail])
 
-    assert await leased_ids(service, "x", 4, tenant=["a", "b"]) == ["p0-0", "p1-z", "p2-z", "p3-z"]
+    leased = await leased_ids(service, NS, "x", 4, tenant=["a", "b"])
+    assert leased == ["p0-0", "p1-z", "p2-z", "p3-z"]
 
 
 @pytest.mark.parametrize(
@@ -165,8 +155,8 @@ async def test_due_messages_not_promoted_yet_match_a_list(
     )
     await service.enqueue(NS, "q", [tagged("ready-a", 2, tenant="a", project="p-x")])
 
-    assert await leased_ids(service, "q", 10, tenant=["a", "c"]) == ["d-c", "ready-a", "d-a"]
-    assert await leased_ids(service, "q", 10, tenant=["b", "zzz"]) == ["d-b"]
+    assert await leased_ids(service, NS, "q", 10, tenant=["a", "c"]) == ["d-c", "ready-a", "d-a"]
+    assert await leased_ids(service, NS, "q", 10, tenant=["b", "zzz"]) == ["d-b"]
 
 
 @pytest.mark.parametrize(
@@ -197,7 +187,7 @@ async def test_a_bad_list_is_refused_naming_the_value(
         await service.ack_and_dequeue(NS, "q", [], [], NextLease(metadata=wanted))
     assert refused.value.field == f"dequeue.{field}"
     # Nothing was leased by either.
-    assert await leased_ids(service, "q", 1) == ["m"]
+    assert await leased_ids(service, NS, "q", 1) == ["m"]
 
 
 async def test_ack_and_dequeue_takes_a_list(service: QueueService) -> None:

@@ -14,16 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.errors import ConflictError, ValidationError
 from app.core.models import FilterValue, MessageChanges, NewMessage, QueueConfig
 from app.core.service import QueueService
-from tests.helpers import execute, make_queue
+from tests.helpers import execute, leased_ids, make_queue
 
 NS = "ns"
-
-
-async def leased_ids(
-    service: QueueService, queue: str, count: int, **wanted: FilterValue
-) -> list[str]:
-    leased = await service.dequeue(NS, queue, count=count, metadata=wanted)
-    return [m.id for m in leased]
 
 
 async def _delayed_then_backlog(
@@ -83,14 +76,14 @@ async def test_a_long_delayed_message_jumps_a_backlog_by_priority_but_not_by_due
     )
 
     # The problem: same priority, earlier enqueue: the delayed message goes first.
-    assert await leased_ids(service, "by-priority", 10, **wanted) == [
+    assert await leased_ids(service, NS, "by-priority", 10, **wanted) == [
         "delayed",
         "backlog-0",
         "backlog-1",
         "backlog-2",
     ]
     # Ordering "due": it became visible last, so it is served last.
-    assert await leased_ids(service, "by-due", 10, **wanted) == [
+    assert await leased_ids(service, NS, "by-due", 10, **wanted) == [
         "backlog-0",
         "backlog-1",
         "backlog-2",
@@ -121,7 +114,7 @@ async def test_priority_breaks_ties_among_messages_due_at_the_same_instant(
 
     expected = ["at-high", "at-high-2", "at-low", "later-urgent", "now-b", "now-a"]
     got: list[str] = []
-    while batch := await leased_ids(service, "q", count):
+    while batch := await leased_ids(service, NS, "q", count):
         got += batch
     assert got == expected
 
@@ -155,7 +148,7 @@ async def test_due_ordering_of_a_mixed_batch_across_both_sources(
     )
 
     expected = ["d0", "p-25", "d1", "d2", "p-now"]
-    assert await leased_ids(service, "q", 10) == expected
+    assert await leased_ids(service, NS, "q", 10) == expected
 
 
 async def test_the_ordering_is_fixed_at_creation(service: QueueService) -> None:

@@ -10,16 +10,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.models import MessageChanges, NewMessage, Queue
+from app.core.models import MessageChanges, Queue
 from app.core.service import QueueService
 from app.store.sql.claim import messages_claim
-from tests.helpers import fetch, index_scans, make_queue
+from tests.helpers import fetch, index_scans, leased_ids, make_queue, tagged
 
 NS = "ns"
-
-
-def tagged(message_id: str, priority: int, **metadata: str) -> NewMessage:
-    return NewMessage(id=message_id, priority=priority, metadata=metadata)
 
 
 async def stored_filter_values(engine: AsyncEngine, queue: Queue) -> dict[str, str | None]:
@@ -27,11 +23,6 @@ async def stored_filter_values(engine: AsyncEngine, queue: Queue) -> dict[str, s
         engine, "SELECT id, filter_value FROM messages WHERE queue_id = :q", q=queue.id
     )
     return {row["id"]: row["filter_value"] for row in rows}
-
-
-async def leased_ids(service: QueueService, queue: str, count: int, **wanted: str) -> list[str]:
-    leased = await service.dequeue(NS, queue, count=count, metadata=wanted)
-    return [m.id for m in leased]
 
 
 async def test_enqueue_extracts_the_filter_value_on_every_path(
@@ -65,13 +56,13 @@ async def test_filtered_dequeue_on_the_key_returns_only_matches_in_priority_orde
         ],
     )
 
-    assert await leased_ids(service, "q", 1, tenant="a", region="eu") == ["a-first"]
-    assert await leased_ids(service, "q", 10, tenant="a") == ["a-us", "a-late"]
-    assert await leased_ids(service, "q", 10, tenant="a") == []
-    assert await leased_ids(service, "q", 10, tenant="zzz") == []
+    assert await leased_ids(service, NS, "q", 1, tenant="a", region="eu") == ["a-first"]
+    assert await leased_ids(service, NS, "q", 10, tenant="a") == ["a-us", "a-late"]
+    assert await leased_ids(service, NS, "q", 10, tenant="a") == []
+    assert await leased_ids(service, NS, "q", 10, tenant="zzz") == []
     # A filter without the key takes the general path and still sees keyless messages.
-    assert await leased_ids(service, "q", 10, region="eu") == ["keyless"]
-    assert await leased_ids(service, "q", 10) == ["b-first"]
+    assert await leased_ids(service, NS, "q", 10, region="eu") == ["keyless"]
+    assert await leased_ids(service, NS, "q", 10) == ["b-first"]
 
 
 async def test_a_filter_on_the_key_is_answered_from_the_indexed_column(
@@ -85,8 +76,8 @@ async def test_a_filter_on_the_key_is_answered_from_the_indexed_column(
             {"q": queue.id},
         )
 
-    assert await leased_ids(service, "q", 1, tenant="a") == []
-    assert await leased_ids(service, "q", 1) == ["m"]  # still there for the general path
+    assert await leased_ids(service, NS, "q", 1, tenant="a") == []
+    assert await leased_ids(service, NS, "q", 1) == ["m"]  # still there for the general path
 
 
 async def test_patching_metadata_moves_the_message_to_its_new_value(
@@ -100,8 +91,8 @@ async def test_patching_metadata_moves_the_message_to_its_new_value(
     await service.update_message(NS, "q", "n", MessageChanges(priority=0))  # metadata kept
 
     assert await stored_filter_values(engine, queue) == {"m": "b", "n": None}
-    assert await leased_ids(service, "q", 10, tenant="a") == []
-    assert await leased_ids(service, "q", 10, tenant="b") == ["m"]
+    assert await leased_ids(service, NS, "q", 10, tenant="a") == []
+    assert await leased_ids(service, NS, "q", 10, tenant="b") == ["m"]
 
 
 async def test_exclusive_queue_with_a_filter_key_still_runs_one_per_value(
@@ -121,8 +112,8 @@ async def test_exclusive_queue_with_a_filter_key_still_runs_one_per_value(
         ],
     )
 
-    assert await leased_ids(service, "x", 10, tenant="a") == ["p1-a", "p2-a"]
-    assert await leased_ids(service, "x", 10, tenant="a") == []  # p1 is running
+    assert await leased_ids(service, NS, "x", 10, tenant="a") == ["p1-a", "p2-a"]
+    assert await leased_ids(service, NS, "x", 10, tenant="a") == []  # p1 is running
 
 
 async def _explain_claim(engine: AsyncEngine, statement: sa.TextClause, queue: Queue) -> Any:

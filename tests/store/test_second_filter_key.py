@@ -10,18 +10,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.models import MessageChanges, NewMessage, Queue
+from app.core.models import MessageChanges, Queue
 from app.core.service import QueueService
 from app.store.sql.claim import messages_claim
-from tests.helpers import fetch, index_scans, make_queue
+from tests.helpers import fetch, index_scans, leased_ids, make_queue, tagged
 from tests.periodic.helpers import make_job, set_next_run, tick
 
 NS = "ns"
 KEYS = ("tenant", "region")
-
-
-def tagged(message_id: str, priority: int, **metadata: str) -> NewMessage:
-    return NewMessage(id=message_id, priority=priority, metadata=metadata)
 
 
 async def stored_values(engine: AsyncEngine, queue: Queue) -> dict[str, tuple[Any, Any]]:
@@ -31,11 +27,6 @@ async def stored_values(engine: AsyncEngine, queue: Queue) -> dict[str, tuple[An
         q=queue.id,
     )
     return {row["id"]: (row["filter_value"], row["filter_value_2"]) for row in rows}
-
-
-async def leased_ids(service: QueueService, queue: str, count: int, **wanted: Any) -> list[str]:
-    leased = await service.dequeue(NS, queue, count=count, metadata=wanted)
-    return [m.id for m in leased]
 
 
 async def test_every_write_path_extracts_both_values(
@@ -83,11 +74,11 @@ async def test_a_filter_on_the_second_key_returns_its_matches_in_priority_order(
     )
 
     # Both keys: the first key's index, the second tested on its rows.
-    assert await leased_ids(service, "q", 10, tenant="a", region="eu") == ["eu-a"]
-    assert await leased_ids(service, "q", 1, region="eu") == ["eu-b"]
-    assert await leased_ids(service, "q", 10, region=["ap", "eu"]) == ["ap", "eu-late"]
-    assert await leased_ids(service, "q", 10, region="eu") == []
-    assert await leased_ids(service, "q", 10) == ["no-region", "us-first"]
+    assert await leased_ids(service, NS, "q", 10, tenant="a", region="eu") == ["eu-a"]
+    assert await leased_ids(service, NS, "q", 1, region="eu") == ["eu-b"]
+    assert await leased_ids(service, NS, "q", 10, region=["ap", "eu"]) == ["ap", "eu-late"]
+    assert await leased_ids(service, NS, "q", 10, region="eu") == []
+    assert await leased_ids(service, NS, "q", 10) == ["no-region", "us-first"]
 
 
 async def test_an_exclusive_queue_filtered_on_its_second_key_runs_one_per_value(
@@ -105,8 +96,8 @@ async def test_an_exclusive_queue_filtered_on_its_second_key_runs_one_per_value(
         ],
     )
 
-    assert await leased_ids(service, "x", 10, region="eu") == ["p1-1", "p2-1"]
-    assert await leased_ids(service, "x", 10, region=["eu", "us"]) == ["p3-1"]  # p1 runs
+    assert await leased_ids(service, NS, "x", 10, region="eu") == ["p1-1", "p2-1"]
+    assert await leased_ids(service, NS, "x", 10, region=["eu", "us"]) == ["p3-1"]  # p1 runs
 
 
 async def test_a_filter_on_the_second_key_is_answered_from_its_column(
@@ -120,8 +111,8 @@ async def test_a_filter_on_the_second_key_is_answered_from_its_column(
             {"q": queue.id},
         )
 
-    assert await leased_ids(service, "q", 1, region="eu") == []
-    assert await leased_ids(service, "q", 1, region="elsewhere") == ["m"]
+    assert await leased_ids(service, NS, "q", 1, region="eu") == []
+    assert await leased_ids(service, NS, "q", 1, region="elsewhere") == ["m"]
 
 
 async def test_the_claim_on_the_second_key_reads_only_matching_rows(
